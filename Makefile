@@ -1,0 +1,41 @@
+# The two front-door commands are `make demo` and `make test`; both set up on first use.
+SHELL := /bin/bash
+CACHE ?= $(HOME)/.cache/tileport
+VENV := .venv
+PY := $(VENV)/bin/python
+TILEPORT := $(VENV)/bin/tileport
+export PIP_CACHE_DIR ?= $(CACHE)/pip
+export CARGO_TARGET_DIR ?= $(CACHE)/target
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+RUST_ENV = eval "$$($(TILEPORT) env --shell)"
+
+.PHONY: setup demo test lint typecheck rust-build rust-lint pytest
+
+setup: $(VENV)/.installed rust-build
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+rust-build: $(VENV)/.installed
+	$(RUST_ENV) && cargo build --release --locked --manifest-path kernels_rs/Cargo.toml
+
+demo: setup
+	$(PY) -m app.demo
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+rust-lint: rust-build
+	$(RUST_ENV) && cargo fmt --manifest-path kernels_rs/Cargo.toml --all -- --check
+	$(RUST_ENV) && cargo clippy --release --locked --manifest-path kernels_rs/Cargo.toml --all-targets -- -D warnings
+
+pytest: setup
+	$(VENV)/bin/pytest -q -ra
+
+test: lint typecheck rust-lint pytest

@@ -1,0 +1,1 @@
+"""tileport's service side: HTTP API, storage, workers and the command line."""

@@ -1,0 +1,1 @@
+"""The conversion pipeline as a LangGraph graph: wiring and routing only."""

@@ -1,0 +1,1 @@
+"""Every model that crosses a boundary: specs, state, verdicts, reports, API bodies."""

@@ -1,0 +1,1 @@
+"""The Tile IR engine: parse `cuda_tile` MLIR text, canonicalise, diff, compare SASS."""

@@ -1,0 +1,1 @@
+"""Adapters for the external tools: tileiras, tileirdisasm, cuobjdump, cargo, CUPTI."""

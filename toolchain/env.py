@@ -1,0 +1,97 @@
+"""Where the CUDA Tile toolchain lives, and the environment that builds and runs it.
+
+Everything comes from Python wheels installed in the active environment
+(`cuda-tile[tileiras]`, the 13.4.92 toolkit wheels, `libclang`), so no root
+and no system CUDA are needed. `CUDA_HOME` is always pointed at the wheels:
+an older system toolkit there makes tileiras load the wrong libnvvm.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KERNELS_RS = REPO_ROOT / "kernels_rs"
+
+
+def cache_dir() -> Path:
+    """The per-user cache shared by every clone (pip downloads, cargo target)."""
+    return Path(os.environ.get("TILEPORT_CACHE", Path.home() / ".cache" / "tileport"))
+
+
+def cargo_target_dir() -> Path:
+    return Path(os.environ.get("CARGO_TARGET_DIR", cache_dir() / "target"))
+
+
+def rs_export_binary() -> Path:
+    return cargo_target_dir() / "release" / "tileport-rs-export"
+
+
+@dataclass(frozen=True)
+class ToolchainPaths:
+    cuda_root: Path
+    libclang_dir: Path
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.cuda_root / "bin"
+
+    def tool(self, name: str) -> Path:
+        return self.bin_dir / name
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def find_toolchain() -> ToolchainPaths:
+    site = _site_packages()
+    return ToolchainPaths(cuda_root=site / "nvidia" / "cu13", libclang_dir=site / "clang" / "native")
+
+
+def _c_builtin_include() -> str | None:
+    """The wheel's libclang ships without its builtin headers (stddef.h);
+    gcc's copy serves bindgen equally well."""
+    candidates = sorted(glob.glob("/usr/lib/gcc/x86_64-linux-gnu/*/include/stddef.h"))
+    return str(Path(candidates[-1]).parent) if candidates else None
+
+
+def toolchain_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for cargo builds and tileiras runs."""
+    paths = find_toolchain()
+    env = dict(os.environ if base is None else base)
+    cuda = str(paths.cuda_root)
+    env["CUDA_TOOLKIT_PATH"] = cuda
+    env["CUDA_HOME"] = cuda
+    env["CUDA_PATH"] = cuda
+    env["LIBCLANG_PATH"] = str(paths.libclang_dir)
+    env["CUTILE_TILEIRAS_PATH"] = str(paths.tool("tileiras"))
+    env["CARGO_TARGET_DIR"] = str(cargo_target_dir())
+    env["PATH"] = os.pathsep.join([str(paths.bin_dir), env.get("PATH", "")])
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(paths.cuda_root / "lib"), env.get("LD_LIBRARY_PATH", "")])
+    include = _c_builtin_include()
+    if include:
+        env["BINDGEN_EXTRA_CLANG_ARGS"] = f"-I{include}"
+    return env
+
+
+def shell_exports() -> str:
+    """`export K=V` lines for the variables `toolchain_env` sets."""
+    keys = (
+        "CUDA_TOOLKIT_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "LIBCLANG_PATH",
+        "CUTILE_TILEIRAS_PATH",
+        "CARGO_TARGET_DIR",
+        "PATH",
+        "LD_LIBRARY_PATH",
+        "BINDGEN_EXTRA_CLANG_ARGS",
+    )
+    env = toolchain_env()
+    return "\n".join(f"export {k}={shlex.quote(env[k])}" for k in keys if k in env)
