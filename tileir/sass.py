@@ -35,13 +35,17 @@ def compare_listings(reference: str, generated: str) -> tuple[bool, int, list[st
         return True, 0, []
     diff = [
         line
-        for line in difflib.unified_diff(ref_lines, gen_lines, "reference", "generated", n=0, lineterm="")
+        for line in difflib.unified_diff(
+            ref_lines, gen_lines, "reference", "generated", n=0, lineterm=""
+        )
         if not line.startswith(("---", "+++", "@@"))
     ]
     return False, len(diff), diff[:SHOWN_DIFFERENCES]
 
 
-def compare_bytecodes(reference: Path, generated: Path, target: str, work_dir: Path) -> SassComparison:
+def compare_bytecodes(
+    reference: Path, generated: Path, target: str, work_dir: Path
+) -> SassComparison:
     """Assemble both bytecodes for `target` and compare their SASS."""
     work_dir.mkdir(parents=True, exist_ok=True)
     ref_cubin = tileiras(reference, work_dir / f"reference.{target}.cubin", target)

@@ -209,7 +209,9 @@ def render_human(report: DoctorReport) -> str:
     lines = []
     for check in report.checks:
         mark = "ok  " if check.ok else "MISSING"
-        detail = " ".join(part for part in (check.version, check.path and f"({check.path})") if part)
+        detail = " ".join(
+            part for part in (check.version, check.path and f"({check.path})") if part
+        )
         note = f" - {check.note}" if check.note else ""
         lines.append(f"{mark:8}{check.name:20} {detail}{note}".rstrip())
     failures = [c for c in report.checks if not c.ok]

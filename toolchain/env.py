@@ -51,7 +51,9 @@ def _site_packages() -> Path:
 
 def find_toolchain() -> ToolchainPaths:
     site = _site_packages()
-    return ToolchainPaths(cuda_root=site / "nvidia" / "cu13", libclang_dir=site / "clang" / "native")
+    return ToolchainPaths(
+        cuda_root=site / "nvidia" / "cu13", libclang_dir=site / "clang" / "native"
+    )
 
 
 def _c_builtin_include() -> str | None:
@@ -73,7 +75,9 @@ def toolchain_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env["CUTILE_TILEIRAS_PATH"] = str(paths.tool("tileiras"))
     env["CARGO_TARGET_DIR"] = str(cargo_target_dir())
     env["PATH"] = os.pathsep.join([str(paths.bin_dir), env.get("PATH", "")])
-    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(paths.cuda_root / "lib"), env.get("LD_LIBRARY_PATH", "")])
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        [str(paths.cuda_root / "lib"), env.get("LD_LIBRARY_PATH", "")]
+    )
     include = _c_builtin_include()
     if include:
         env["BINDGEN_EXTRA_CLANG_ARGS"] = f"-I{include}"

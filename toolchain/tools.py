@@ -37,7 +37,10 @@ def tileirdisasm(bytecode: Path, timeout_s: float = 60.0) -> str:
 def tileiras(bytecode: Path, cubin: Path, target: str, timeout_s: float = 300.0) -> Path:
     """Assemble bytecode into a cubin for `target` (deterministic)."""
     tool = str(find_toolchain().tool("tileiras"))
-    _run([tool, f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o", str(cubin), str(bytecode)], timeout_s)
+    _run(
+        [tool, f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o", str(cubin), str(bytecode)],
+        timeout_s,
+    )
     return cubin
 
 
@@ -52,5 +55,7 @@ def version_line(tool: str) -> str:
         out = _run([str(path), "--version"], 30.0)
     except ToolError:
         return ""
-    lines = [line for line in out.splitlines() if "release" in line.lower() or "version" in line.lower()]
+    lines = [
+        line for line in out.splitlines() if "release" in line.lower() or "version" in line.lower()
+    ]
     return (lines[-1] if lines else out.strip().splitlines()[0] if out.strip() else "").strip()

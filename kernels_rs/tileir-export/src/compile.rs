@@ -69,7 +69,12 @@ fn load_module(request: &ExportRequest) -> Result<(String, Module), String> {
         .map_err(|err| format!("cannot read {}: {err}", request.source))?;
     let file = syn::parse_file(&text).map_err(|err| {
         let start = err.span().start();
-        format!("{}:{}:{}: {err}", request.source, start.line, start.column + 1)
+        format!(
+            "{}:{}:{}: {err}",
+            request.source,
+            start.line,
+            start.column + 1
+        )
     })?;
     let mut item = find_module(&file, request.module.as_deref())?;
     // The macro strips its own attribute before capturing; so do we.
@@ -85,7 +90,9 @@ fn load_module(request: &ExportRequest) -> Result<(String, Module), String> {
 
 fn is_module_attr(attr: &syn::Attribute) -> bool {
     let path = attr.path();
-    path.segments.len() == 2 && path.segments[0].ident == "cutile" && path.segments[1].ident == "module"
+    path.segments.len() == 2
+        && path.segments[0].ident == "cutile"
+        && path.segments[1].ident == "module"
 }
 
 fn specialization(facts: &TensorFacts) -> SpecializationBits {
@@ -100,11 +107,12 @@ fn specialization(facts: &TensorFacts) -> SpecializationBits {
 }
 
 fn options(request: &ExportRequest) -> CompileOptions {
-    let mut options = CompileOptions::default();
-    options.occupancy = request.hints.occupancy;
-    options.num_cta_in_cga = request.hints.num_cta_in_cga;
-    options.num_worker_warps_per_cta = request.hints.num_worker_warps_per_cta;
-    options
+    CompileOptions {
+        occupancy: request.hints.occupancy,
+        num_cta_in_cga: request.hints.num_cta_in_cga,
+        num_worker_warps_per_cta: request.hints.num_worker_warps_per_cta,
+        ..CompileOptions::default()
+    }
 }
 
 fn parse_version(text: &str) -> Option<BytecodeVersion> {
@@ -144,12 +152,25 @@ fn export(request: &ExportRequest) -> ExportResponse {
     let scalar_hints: Vec<(&str, DivHint)> = request
         .scalar_hints
         .iter()
-        .map(|(name, divisor)| (name.as_str(), DivHint { divisor: *divisor, max: 16 }))
+        .map(|(name, divisor)| {
+            (
+                name.as_str(),
+                DivHint {
+                    divisor: *divisor,
+                    max: 16,
+                },
+            )
+        })
         .collect();
     let mut compiler = KernelCompiler::new(move || module.clone(), &module_name, &request.kernel)
         .generics(request.generics.clone())
         .strides(&strides)
-        .spec_args(&spec_args.iter().map(|(n, s)| (n.as_str(), s.clone())).collect::<Vec<_>>())
+        .spec_args(
+            &spec_args
+                .iter()
+                .map(|(n, s)| (n.as_str(), s.clone()))
+                .collect::<Vec<_>>(),
+        )
         .scalar_hints(&scalar_hints)
         .options(options(request))
         .target(&request.target)

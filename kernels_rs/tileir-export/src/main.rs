@@ -33,7 +33,10 @@ fn serve() -> ExitCode {
         }
         let response = respond(&line);
         let encoded = serde_json::to_string(&response).expect("response serialises");
-        if writeln!(stdout, "{encoded}").and_then(|_| stdout.flush()).is_err() {
+        if writeln!(stdout, "{encoded}")
+            .and_then(|_| stdout.flush())
+            .is_err()
+        {
             break;
         }
     }
@@ -47,7 +50,9 @@ fn main() -> ExitCode {
         [path] if path != "--help" && path != "-h" => {
             let response = match std::fs::read_to_string(path) {
                 Ok(text) => respond(&text),
-                Err(err) => ExportResponse::failure("request", format!("cannot read {path}: {err}")),
+                Err(err) => {
+                    ExportResponse::failure("request", format!("cannot read {path}: {err}"))
+                }
             };
             println!(
                 "{}",

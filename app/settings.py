@@ -1,0 +1,127 @@
+"""Service settings, read from environment variables.
+
+pydantic-settings is not a dependency, so this is a plain pydantic model filled
+from `os.environ` by `load_settings`; every field maps to one upper-case
+variable named in its description."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+DEFAULT_DATA_DIR = Path.home() / ".local" / "share" / "tileport"
+
+
+class WorkerMode(StrEnum):
+    INPROC = "inproc"
+    CELERY = "celery"
+
+
+class Settings(BaseModel):
+    data_dir: Path = Field(DEFAULT_DATA_DIR, description="TILEPORT_DATA_DIR")
+    database_url: str = Field("", description="DATABASE_URL; empty: SQLite file in data_dir")
+    artifact_root: Path | None = Field(None, description="ARTIFACT_ROOT; default data_dir/runs")
+    source_root: Path | None = Field(
+        None, description="SOURCE_ROOT: where JSON submissions may name kernel files"
+    )
+    api_tokens: dict[str, str] = Field(
+        default_factory=dict, description="API_TOKENS: 'name:token,name2:token2'"
+    )
+    github_webhook_secret: str = Field("", description="GITHUB_WEBHOOK_SECRET")
+    github_api_url: str = Field("https://api.github.com", description="GITHUB_API_URL")
+    github_token: str = Field("", description="GITHUB_TOKEN")
+    github_kernel_dir: str = Field(
+        "examples/kernels", description="GITHUB_KERNEL_DIR: kernels' folder in a repository"
+    )
+    github_port_label: str = Field("tileport:port", description="GITHUB_PORT_LABEL")
+    public_url: str = Field("", description="TILEPORT_PUBLIC_URL: base of links sent out")
+    max_upload_bytes: int = Field(1_000_000, gt=0, description="MAX_UPLOAD_BYTES")
+    queue_max_pending: int = Field(64, gt=0, description="QUEUE_MAX_PENDING")
+    queue_retry_after_s: int = Field(30, gt=0, description="QUEUE_RETRY_AFTER_S")
+    worker_mode: WorkerMode = Field(WorkerMode.INPROC, description="WORKER_MODE")
+    worker_threads: int = Field(2, gt=0, description="WORKER_THREADS (inproc)")
+    lease_s: float = Field(30.0, gt=0, description="WORKER_LEASE_S: lease before reclaim")
+    poll_s: float = Field(1.0, gt=0, description="WORKER_POLL_S")
+    max_attempts: int = Field(3, gt=0, description="WORKER_MAX_ATTEMPTS per conversion")
+    broker_url: str = Field("redis://127.0.0.1:6379/0", description="BROKER_URL")
+    gpu_archs: list[str] = Field(
+        default_factory=lambda: ["sm_90"], description="GPU_ARCHS: GPU queues to route to"
+    )
+    no_gpu: bool = Field(False, description="TILEPORT_NO_GPU: runs skip GPU stages")
+
+    @field_validator("github_api_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'tileport.db'}"
+
+    @property
+    def resolved_artifact_root(self) -> Path:
+        return self.artifact_root or self.data_dir / "runs"
+
+
+ENV_FIELDS: dict[str, str] = {
+    "TILEPORT_DATA_DIR": "data_dir",
+    "DATABASE_URL": "database_url",
+    "ARTIFACT_ROOT": "artifact_root",
+    "SOURCE_ROOT": "source_root",
+    "API_TOKENS": "api_tokens",
+    "GITHUB_WEBHOOK_SECRET": "github_webhook_secret",
+    "GITHUB_API_URL": "github_api_url",
+    "GITHUB_TOKEN": "github_token",
+    "GITHUB_KERNEL_DIR": "github_kernel_dir",
+    "GITHUB_PORT_LABEL": "github_port_label",
+    "TILEPORT_PUBLIC_URL": "public_url",
+    "MAX_UPLOAD_BYTES": "max_upload_bytes",
+    "QUEUE_MAX_PENDING": "queue_max_pending",
+    "QUEUE_RETRY_AFTER_S": "queue_retry_after_s",
+    "WORKER_MODE": "worker_mode",
+    "WORKER_THREADS": "worker_threads",
+    "WORKER_LEASE_S": "lease_s",
+    "WORKER_POLL_S": "poll_s",
+    "WORKER_MAX_ATTEMPTS": "max_attempts",
+    "BROKER_URL": "broker_url",
+    "GPU_ARCHS": "gpu_archs",
+    "TILEPORT_NO_GPU": "no_gpu",
+}
+
+
+def parse_tokens(text: str) -> dict[str, str]:
+    """'ci:abc,alice:def' -> {'ci': 'abc', 'alice': 'def'}; a bare token is named by position."""
+    tokens: dict[str, str] = {}
+    for index, item in enumerate(part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, token = item.partition(":")
+        tokens[name if sep else f"token{index}"] = token if sep else name
+    return tokens
+
+
+def _convert(field: str, raw: str) -> Any:
+    if field == "api_tokens":
+        return parse_tokens(raw)
+    if field == "gpu_archs":
+        return [arch.strip() for arch in raw.split(",") if arch.strip()]
+    if field == "no_gpu":
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    return raw
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from the environment (or `environ`), with keyword overrides on top."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {
+        field: _convert(field, env[name]) for name, field in ENV_FIELDS.items() if name in env
+    }
+    values.update(overrides)
+    return Settings.model_validate(values)

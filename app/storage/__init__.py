@@ -1,0 +1,1 @@
+"""Durable state of the service: SQLAlchemy models, sessions, the artifact store."""

@@ -1,0 +1,164 @@
+"""Bodies of the service's REST API (`/v1`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.pipeline import RunOptions
+
+
+class ErrorCode(StrEnum):
+    INVALID_SPEC = "invalid_spec"
+    NOT_A_KERNEL = "not_a_kernel"
+    UPLOAD_TOO_LARGE = "upload_too_large"
+    INVALID_REQUEST = "invalid_request"
+    INVALID_SOURCE_PATH = "invalid_source_path"
+    UNKNOWN_CONVERSION = "unknown_conversion"
+    UNKNOWN_ARTIFACT = "unknown_artifact"
+    INVALID_ARTIFACT_PATH = "invalid_artifact_path"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    NOT_CANCELLABLE = "not_cancellable"
+    QUEUE_FULL = "queue_full"
+    UNAUTHORIZED = "unauthorized"
+    BAD_SIGNATURE = "bad_signature"
+    REPLAYED_DELIVERY = "replayed_delivery"
+    MALFORMED_DELIVERY = "malformed_delivery"
+    NOT_FOUND = "not_found"
+    INTERNAL = "internal_error"
+
+
+class ErrorDetail(BaseModel):
+    code: ErrorCode
+    message: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: `{"error": {"code": ..., "message": ..., "detail": {...}}}`."""
+
+    error: ErrorDetail
+
+
+class ConversionFromPath(BaseModel):
+    """JSON submission: a kernel file under the server's SOURCE_ROOT plus its port spec,
+    given inline (`spec`, YAML or JSON text, or an object) or as a path (`spec_path`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_path: str = Field(min_length=1, max_length=500)
+    spec: str | dict[str, Any] | None = None
+    spec_path: str | None = Field(None, max_length=500)
+    options: RunOptions = Field(default_factory=RunOptions)
+
+
+class ConversionStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in {
+            ConversionStatus.FINISHED,
+            ConversionStatus.ERROR,
+            ConversionStatus.CANCELLED,
+        }
+
+
+class Links(BaseModel):
+    self: str
+    web: str
+    artifacts: str
+
+
+class ConversionAccepted(BaseModel):
+    id: str
+    status: ConversionStatus
+    operator: str
+    duplicate: bool = Field(False, description="True when an Idempotency-Key matched")
+    links: Links
+
+
+class StageView(BaseModel):
+    stage: str
+    attempt: int
+    verdict: str
+    verdict_class: str | None
+    summary: str
+    report_path: str | None
+    report_url: str | None
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    worker_attempt: int
+
+
+class ConversionItem(BaseModel):
+    id: str
+    operator: str
+    status: ConversionStatus
+    outcome: str | None
+    gate_verdict: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    headline: dict[str, Any]
+    links: Links
+
+
+class ConversionView(ConversionItem):
+    source_name: str
+    spec_name: str
+    options: dict[str, Any]
+    origin: dict[str, Any]
+    submitted_by: str
+    worker_attempts: int
+    cancel_requested: bool
+    error: str | None
+    duration_s: float | None
+    stages: list[StageView]
+    llm_tokens: int
+    llm_cost_usd: float
+
+
+class ConversionPage(BaseModel):
+    items: list[ConversionItem]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class ArtifactView(BaseModel):
+    path: str
+    kind: str
+    sha256: str | None
+    size: int
+    url: str
+
+
+class ArtifactList(BaseModel):
+    conversion_id: str
+    items: list[ArtifactView]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str
+    checks: dict[str, str]
+
+
+class WebhookAnswer(BaseModel):
+    delivery: str
+    status: str
+    reason: str = ""
+    conversions: list[str] = Field(default_factory=list)
