@@ -9,12 +9,23 @@ from pathlib import Path
 from schemas.export import RustExportRequest
 from tileir.sass import compare_bytecodes
 from tileir.sass import render_human as render_sass
+from toolchain.reference_export import ReferenceExportError, export_from_spec
 from toolchain.rust_export import export_once
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ir = commands.add_parser("ir", help="export, diff and compare Tile IR")
     sub = ir.add_subparsers(dest="ir_command", required=True, metavar="IR_COMMAND")
+
+    export = sub.add_parser(
+        "export", help="export a cuTile Python kernel's Tile IR (bytecode, MLIR, cubins)"
+    )
+    export.add_argument("kernel", metavar="SOURCE::KERNEL", help="e.g. softmax.py::softmax_kernel")
+    export.add_argument("--spec", type=Path, required=True, help="the kernel's port spec")
+    export.add_argument("--target", default="sm_90", help="target recorded in export.json")
+    export.add_argument("--variant", action="append", help="export only these variants")
+    export.add_argument("--out", type=Path, required=True, help="output directory")
+    export.set_defaults(handler=export_command)
 
     sass = sub.add_parser("sass", help="assemble two bytecodes and compare their SASS")
     sass.add_argument("reference", type=Path, help="reference .bytecode")
@@ -27,6 +38,30 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rs = sub.add_parser("export-rs", help="compile a cutile-rs kernel source to Tile IR")
     rs.add_argument("request", type=Path, help="JSON export request (schemas/export.py)")
     rs.set_defaults(handler=export_rs_command)
+
+
+def export_command(args: argparse.Namespace) -> int:
+    source, separator, kernel = str(args.kernel).rpartition("::")
+    if not separator or not source or not kernel:
+        print(f"error: expected SOURCE::KERNEL, got {args.kernel!r}")
+        return 2
+    try:
+        record = export_from_spec(
+            args.spec,
+            args.out,
+            source=Path(source),
+            kernel=kernel,
+            target=args.target,
+            variants=args.variant,
+        )
+    except ReferenceExportError as err:
+        print(f"error: {err.error.one_line()}")
+        return 1
+    for variant in record.variants:
+        files = ", ".join([variant.bytecode, variant.mlir, *variant.cubins.values()])
+        print(f"{variant.variant}: {variant.symbol}\n  {files}")
+    print(f"wrote {args.out}/export.json")
+    return 0
 
 
 def sass_command(args: argparse.Namespace) -> int:

@@ -49,9 +49,7 @@ def new_id() -> str:
 def fingerprint(submission: Submission) -> str:
     """What makes two requests 'the same' for Idempotency-Key purposes."""
     parts = {
-        "source": sha256_bytes(submission.source),
-        "source_name": submission.source_name,
-        "spec": sha256_bytes(submission.spec),
+        "files": {path: sha256_bytes(data) for path, data in sorted(submission.files.items())},
         "options": submission.options.model_dump(mode="json"),
         "origin": submission.origin,
     }
@@ -99,9 +97,10 @@ def check_backpressure(session: Session, settings: Settings) -> None:
 
 def write_inputs(settings: Settings, conversion_id: str, submission: Submission) -> None:
     inputs = run_dir(settings, conversion_id) / INPUT_DIR
-    inputs.mkdir(parents=True, exist_ok=True)
-    (inputs / submission.source_name).write_bytes(submission.source)
-    (inputs / submission.spec_name).write_bytes(submission.spec)
+    for relative, data in submission.files.items():
+        target = inputs / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
 
 def spec_path(settings: Settings, conversion: Conversion) -> Path:
@@ -162,7 +161,8 @@ def new_conversion(
         id=conversion_id,
         operator=submission.operator,
         status=ConversionStatus.QUEUED,
-        source_name=submission.source_name,
+        kernel=submission.kernel,
+        source_name=submission.source_path,
         spec_name=submission.spec_name,
         source_sha256=blobs.put_bytes(submission.source),
         spec_sha256=blobs.put_bytes(submission.spec),
@@ -283,6 +283,7 @@ def elapsed(start: datetime | None, end: datetime | None) -> float | None:
 def full_view(conversion: Conversion) -> ConversionView:
     return ConversionView(
         **item_view(conversion).model_dump(),
+        kernel=conversion.kernel,
         source_name=conversion.source_name,
         spec_name=conversion.spec_name,
         options=conversion.options,

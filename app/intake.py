@@ -1,15 +1,20 @@
-"""Checking what a client submits before it is stored: the port spec (YAML/JSON
-mapping), the kernel source (in a sandboxed child, see kernel_check.py), file
-names and paths under SOURCE_ROOT."""
+"""Checking what a client submits before anything is stored: the port spec
+(validated by schemas.port_spec), the kernel source (a static check in a
+sandboxed child, see kernel_check.py), the reference module the spec names,
+and paths under SOURCE_ROOT.
+
+A submission's files are laid out the way the spec expects them: the spec at
+`<name>.port.yaml`, the source at the spec's `source` path and the reference
+module beside the spec, all inside the run's input directory."""
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -18,71 +23,100 @@ from app import kernel_check
 from app.errors import ApiError
 from schemas.api import ErrorCode
 from schemas.pipeline import RunOptions
+from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
+from schemas.run_layout import RunPathError, check_run_relative, safe_name
 
-SOURCE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.py$")
-OPERATOR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 KERNEL_CHECK_TIMEOUT_S = 15
+MAX_PROBLEMS_SHOWN = 20
 
 
 @dataclass(frozen=True)
 class Submission:
-    """A conversion request, validated: bytes of both files plus what was derived."""
+    """A validated conversion request: every input file by its path in the input dir."""
 
-    source_name: str
-    source: bytes
-    spec: bytes
     operator: str
-    kernels: list[str]
+    kernel: str
+    spec_name: str
+    source_path: str
+    files: dict[str, bytes]
     options: RunOptions
     origin: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def spec_name(self) -> str:
-        return f"{Path(self.source_name).stem}.port.yaml"
+    def spec(self) -> bytes:
+        return self.files[self.spec_name]
+
+    @property
+    def source(self) -> bytes:
+        return self.files[self.source_path]
+
+
+@dataclass(frozen=True)
+class RawSubmission:
+    """What arrived: the spec text, the source bytes, and any other files by name."""
+
+    spec: bytes
+    source: bytes
+    extra_files: dict[str, bytes] = field(default_factory=dict)
 
 
 def invalid_spec(message: str, **detail: Any) -> ApiError:
     return ApiError(422, ErrorCode.INVALID_SPEC, message, detail)
 
 
-def parse_spec(text: bytes | str | dict[str, Any]) -> dict[str, Any]:
-    """The port spec as a mapping; YAML or JSON text, or an already parsed object."""
-    if isinstance(text, dict):
-        return text
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise invalid_spec("the port spec is not valid YAML", line=line) from error
-    if not isinstance(document, dict) or not document:
-        raise invalid_spec("the port spec must be a non-empty mapping")
-    return document
+def not_a_kernel(message: str, **detail: Any) -> ApiError:
+    return ApiError(422, ErrorCode.NOT_A_KERNEL, message, detail)
 
 
-def operator_of(spec: dict[str, Any], source_name: str) -> str:
-    """The operator's name: the spec's `operator` (or `name`), else the file's stem."""
-    named = spec.get("operator", spec.get("name"))
-    if named is not None and not isinstance(named, str):
-        raise invalid_spec("`operator` must be a string", field="operator")
-    operator = named or Path(source_name).stem
-    if not OPERATOR_NAME.fullmatch(operator):
-        raise invalid_spec(
-            "the operator name must be a Python identifier", field="operator", value=operator
-        )
-    return operator
-
-
-def check_source_name(name: str) -> str:
-    base = Path(name.replace("\\", "/")).name
-    if not SOURCE_NAME.fullmatch(base):
+def check_size(name: str, data: bytes, limit: int) -> None:
+    if len(data) > limit:
         raise ApiError(
-            422,
-            ErrorCode.NOT_A_KERNEL,
-            "the kernel source must be a .py file with a plain name",
-            {"filename": name[:200]},
+            413,
+            ErrorCode.UPLOAD_TOO_LARGE,
+            f"{name} is larger than the limit of {limit} bytes",
+            {"field": name, "limit": limit},
         )
-    return base
+
+
+def spec_to_bytes(spec: bytes | str | dict[str, Any]) -> bytes:
+    if isinstance(spec, bytes):
+        return spec
+    if isinstance(spec, str):
+        return spec.encode()
+    return yaml.safe_dump(spec, sort_keys=False).encode()
+
+
+def load_spec(spec: bytes) -> PortSpec:
+    """Validate the spec with the same loader the pipeline uses."""
+    with tempfile.TemporaryDirectory(prefix="tileport-spec-") as folder:
+        path = Path(folder) / "submitted.port.yaml"
+        path.write_bytes(spec)
+        try:
+            return load_port_spec(path)
+        except PortSpecError as error:
+            problems = [
+                {"field": where, "message": message}
+                for where, message in error.problems[:MAX_PROBLEMS_SHOWN]
+            ]
+            raise invalid_spec("the port spec is not valid", problems=problems) from None
+        except UnicodeDecodeError:
+            raise invalid_spec("the port spec is not UTF-8 text") from None
+
+
+def input_path(relative: str, what: str) -> str:
+    """A spec-given path, as a plain relative path inside the input directory."""
+    try:
+        check_run_relative(relative)
+        for part in PurePosixPath(relative).parts:
+            safe_name(part)
+    except RunPathError as error:
+        raise invalid_spec(f"{what} must be a plain relative path", value=relative) from error
+    return PurePosixPath(relative).as_posix()
+
+
+def reference_module_path(spec: PortSpec) -> str:
+    module = spec.reference.function.split(":", 1)[0]
+    return input_path(module.replace(".", "/") + ".py", "reference.function")
 
 
 def check_kernel_source(source: bytes) -> list[str]:
@@ -96,72 +130,64 @@ def check_kernel_source(source: bytes) -> list[str]:
             check=False,
             env={},
         )
-    except subprocess.TimeoutExpired as error:
-        raise ApiError(
-            422, ErrorCode.NOT_A_KERNEL, "the kernel source took too long to parse"
-        ) from error
+    except subprocess.TimeoutExpired:
+        raise not_a_kernel("the kernel source took too long to parse") from None
     try:
         result: dict[str, Any] = json.loads(completed.stdout)
-    except json.JSONDecodeError as error:
+    except json.JSONDecodeError:
         # The child died (memory or CPU limit) before it could answer.
-        raise ApiError(
-            422,
-            ErrorCode.NOT_A_KERNEL,
+        raise not_a_kernel(
             "the kernel source could not be parsed within the limits",
-            {"exit_code": completed.returncode},
-        ) from error
+            exit_code=completed.returncode,
+        ) from None
     if not result.get("ok"):
-        raise ApiError(
-            422,
-            ErrorCode.NOT_A_KERNEL,
+        raise not_a_kernel(
             f"not a kernel source: {result.get('message', 'unknown reason')}",
-            {"reason": result.get("reason"), "line": result.get("line")},
+            reason=result.get("reason"),
+            line=result.get("line"),
         )
     return [str(name) for name in result["kernels"]]
 
 
-def check_size(name: str, data: bytes, limit: int) -> None:
-    if len(data) > limit:
-        raise ApiError(
-            413,
-            ErrorCode.UPLOAD_TOO_LARGE,
-            f"{name} is larger than the limit of {limit} bytes",
-            {"field": name, "limit": limit},
-        )
-
-
 def build_submission(
-    source_name: str,
-    source: bytes,
-    spec: bytes | str | dict[str, Any],
+    raw: RawSubmission,
     options: RunOptions,
     limit: int,
     origin: dict[str, Any] | None = None,
 ) -> Submission:
-    check_size("source", source, limit)
-    spec_bytes = spec_to_bytes(spec)
-    check_size("spec", spec_bytes, limit)
-    name = check_source_name(source_name)
-    spec_document = parse_spec(spec)
-    operator = operator_of(spec_document, name)
-    kernels = check_kernel_source(source)
+    check_size("spec", raw.spec, limit)
+    check_size("source", raw.source, limit)
+    for name, data in raw.extra_files.items():
+        check_size(name, data, limit)
+    spec = load_spec(raw.spec)
+    kernels = check_kernel_source(raw.source)
+    if spec.kernel not in kernels:
+        raise not_a_kernel(
+            f"the spec names kernel {spec.kernel!r}, which the source does not define",
+            kernels=kernels,
+        )
+    spec_name = f"{spec.name}.port.yaml"
+    source_path = input_path(spec.source, "source")
+    files = {spec_name: raw.spec, source_path: raw.source}
+    reference = reference_module_path(spec)
+    if reference not in files:
+        extra = raw.extra_files.get(PurePosixPath(reference).name)
+        if extra is None:
+            raise invalid_spec(
+                f"the reference module {reference} was not submitted",
+                field="reference.function",
+                expected_file=reference,
+            )
+        files[reference] = extra
     return Submission(
-        source_name=name,
-        source=source,
-        spec=spec_bytes,
-        operator=operator,
-        kernels=kernels,
+        operator=spec.name,
+        kernel=spec.kernel,
+        spec_name=spec_name,
+        source_path=source_path,
+        files=files,
         options=options,
         origin=origin or {},
     )
-
-
-def spec_to_bytes(spec: bytes | str | dict[str, Any]) -> bytes:
-    if isinstance(spec, bytes):
-        return spec
-    if isinstance(spec, str):
-        return spec.encode()
-    return yaml.safe_dump(spec, sort_keys=False).encode()
 
 
 def resolve_under(root: Path | None, relative: str, what: str) -> Path:
@@ -176,7 +202,10 @@ def resolve_under(root: Path | None, relative: str, what: str) -> Path:
     candidate = (base / relative).resolve()
     if Path(relative).is_absolute() or not candidate.is_relative_to(base):
         raise ApiError(
-            400, ErrorCode.INVALID_SOURCE_PATH, f"{what} is outside the source root", {what: relative}
+            400,
+            ErrorCode.INVALID_SOURCE_PATH,
+            f"{what} is outside the source root",
+            {what: relative},
         )
     if not candidate.is_file():
         raise ApiError(
@@ -190,3 +219,48 @@ def read_limited(path: Path, name: str, limit: int) -> bytes:
         data = handle.read(limit + 1)
     check_size(name, data, limit)
     return data
+
+
+def locate_spec(source_path: str | None, spec_path: str | None) -> str:
+    """The spec's path under SOURCE_ROOT: given, or `<stem>.port.yaml` beside the source."""
+    if spec_path:
+        return spec_path
+    if not source_path:
+        raise ApiError(400, ErrorCode.INVALID_REQUEST, "name a source_path or a spec_path")
+    source = PurePosixPath(source_path)
+    return str(source.with_name(f"{source.stem}.port.yaml"))
+
+
+def from_source_root(
+    root: Path | None,
+    source_path: str | None,
+    spec_path: str | None,
+    inline_spec: bytes | None,
+    limit: int,
+) -> RawSubmission:
+    """Read the spec (unless given inline), then the source and the reference module
+    it names, resolved beside the spec (or beside the source for an inline spec)."""
+    if inline_spec is not None and not spec_path and not source_path:
+        raise ApiError(400, ErrorCode.INVALID_REQUEST, "an inline spec needs a source_path")
+    spec_relative = locate_spec(source_path, spec_path)
+    if inline_spec is None:
+        spec = read_limited(resolve_under(root, spec_relative, "spec_path"), "spec", limit)
+    else:
+        spec = inline_spec
+    parsed = load_spec(spec)
+    folder = PurePosixPath(spec_relative).parent
+    source_relative = str(folder / input_path(parsed.source, "source"))
+    if source_path and PurePosixPath(source_path) != PurePosixPath(source_relative):
+        raise invalid_spec(
+            "the spec's `source` does not name the given source_path",
+            source=parsed.source,
+            source_path=source_path,
+        )
+    source = read_limited(resolve_under(root, source_relative, "source"), "source", limit)
+    reference = reference_module_path(parsed)
+    extra: dict[str, bytes] = {}
+    reference_relative = str(folder / reference)
+    if reference_relative != source_relative:
+        reference_file = resolve_under(root, reference_relative, "reference module")
+        extra[PurePosixPath(reference).name] = read_limited(reference_file, "reference", limit)
+    return RawSubmission(spec=spec, source=source, extra_files=extra)

@@ -23,6 +23,7 @@ class ErrorCode(StrEnum):
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     NOT_CANCELLABLE = "not_cancellable"
     QUEUE_FULL = "queue_full"
+    BROKER_UNAVAILABLE = "broker_unavailable"
     UNAUTHORIZED = "unauthorized"
     BAD_SIGNATURE = "bad_signature"
     REPLAYED_DELIVERY = "replayed_delivery"
@@ -44,14 +45,16 @@ class ErrorBody(BaseModel):
 
 
 class ConversionFromPath(BaseModel):
-    """JSON submission: a kernel file under the server's SOURCE_ROOT plus its port spec,
-    given inline (`spec`, YAML or JSON text, or an object) or as a path (`spec_path`)."""
+    """JSON submission naming files under the server's SOURCE_ROOT. The spec is read
+    from `spec_path`, or given inline in `spec` (YAML/JSON text or an object), or
+    found as `<stem>.port.yaml` beside `source_path`; the kernel source and the
+    reference module are the files the spec names, beside the spec."""
 
     model_config = ConfigDict(extra="forbid")
 
-    source_path: str = Field(min_length=1, max_length=500)
+    source_path: str | None = Field(None, min_length=1, max_length=500)
+    spec_path: str | None = Field(None, min_length=1, max_length=500)
     spec: str | dict[str, Any] | None = None
-    spec_path: str | None = Field(None, max_length=500)
     options: RunOptions = Field(default_factory=RunOptions)
 
 
@@ -113,6 +116,7 @@ class ConversionItem(BaseModel):
 
 
 class ConversionView(ConversionItem):
+    kernel: str
     source_name: str
     spec_name: str
     options: dict[str, Any]

@@ -68,9 +68,7 @@ class ConstantArg(_Strict):
     value: bool | int | float
 
 
-ParamArg = Annotated[
-    ArrayArg | ArrayListArg | ScalarArg | ConstantArg, Field(discriminator="kind")
-]
+ParamArg = Annotated[ArrayArg | ArrayListArg | ScalarArg | ConstantArg, Field(discriminator="kind")]
 
 
 class Specialisation(_Strict):

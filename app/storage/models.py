@@ -68,6 +68,7 @@ class Conversion(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     operator: Mapped[str] = mapped_column(String(200), index=True)
+    kernel: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16), default=ConversionStatus.QUEUED)
     outcome: Mapped[str | None] = mapped_column(String(16))
     gate_verdict: Mapped[str | None] = mapped_column(String(32))

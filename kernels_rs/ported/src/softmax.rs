@@ -11,7 +11,7 @@ pub mod softmax_port {
 
     #[cutile::entry()]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn softmax_kernel<const TILE_N: i32>(
+    unsafe fn softmax_kernel<const TILE_N: i32, const COLS_DIV: i32>(
         x: *mut f32,
         x_rows: i32,
         x_cols: i32,
@@ -24,14 +24,17 @@ pub mod softmax_port {
         _y_col_stride: i32,
     ) {
         let token: Token = new_token_unordered();
-        // Facts of the launch: 16-byte aligned bases, row strides divisible by 4 elements.
+        // Facts of the launch: 16-byte aligned bases, row lengths divisible by
+        // COLS_DIV, row strides divisible by 16 bytes (4 f32 elements).
         let x_base: PointerTile<*mut f32, { [] }> = assume_div_by::<_, 16>(pointer_to_tile(x));
+        let x_cols: i32 = assume_div_by::<_, COLS_DIV>(x_cols);
         let x_row_stride: i32 = assume_div_by::<_, 4>(x_row_stride);
         let y_base: PointerTile<*mut f32, { [] }> = assume_div_by::<_, 16>(pointer_to_tile(y));
+        let y_cols: i32 = assume_div_by::<_, COLS_DIV>(y_cols);
         let y_row_stride: i32 = assume_div_by::<_, 4>(y_row_stride);
         // Views as cuTile Python builds them: non-negative shapes and strides, unit column stride.
         let x_rows: i32 = assume_bounds_lower::<_, 0>(x_rows);
-        let x_cols: i32 = assume_bounds_lower::<_, 0>(x_cols);
+        let x_cols: i32 = assume_div_by::<_, COLS_DIV>(assume_bounds_lower::<_, 0>(x_cols));
         let x_row_stride: i32 = assume_div_by::<_, 4>(assume_bounds_lower::<_, 0>(x_row_stride));
         let x_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> {
             dims: &[x_rows, x_cols],
@@ -41,7 +44,7 @@ pub mod softmax_port {
         };
         let x_view: Tensor<f32, { [-1, -1] }> = make_tensor_view(x_base, x_shape, x_strides, token);
         let y_rows: i32 = assume_bounds_lower::<_, 0>(y_rows);
-        let y_cols: i32 = assume_bounds_lower::<_, 0>(y_cols);
+        let y_cols: i32 = assume_div_by::<_, COLS_DIV>(assume_bounds_lower::<_, 0>(y_cols));
         let y_row_stride: i32 = assume_div_by::<_, 4>(assume_bounds_lower::<_, 0>(y_row_stride));
         let y_shape: Shape<{ [-1, -1] }> = Shape::<{ [-1, -1] }> {
             dims: &[y_rows, y_cols],

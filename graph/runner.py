@@ -1,0 +1,123 @@
+"""Run the pipeline graph on one port spec into one run directory.
+
+With a checkpointer and a thread id, a run that was interrupted (a crash, a
+killed worker) resumes where it stopped: stages whose step was checkpointed
+are not executed again, the interrupted one is redone from scratch. Any other
+call starts a fresh run, which first empties the run directory's stage folders.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from graph.build import PipelineGraph, compile_pipeline
+from graph.stages import StageNodes
+from schemas.pipeline import Outcome, RunOptions, RunSummary, Stage, StageRecord
+from schemas.reports import GateReport, ReportError, load_report
+from schemas.run_layout import RunLayout, write_text_atomic
+from schemas.state import PipelineState
+
+SPEC_SUFFIXES = (".port.yaml", ".port.yml", ".yaml", ".yml")
+
+
+class ResumeMismatch(ValueError):
+    """The checkpointed run to resume was for another spec or run directory."""
+
+
+def operator_name(spec_path: Path) -> str:
+    """`softmax.port.yaml` -> `softmax`."""
+    name = spec_path.name
+    for suffix in SPEC_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return spec_path.stem
+
+
+def run_pipeline(
+    spec_path: Path,
+    run_dir: Path,
+    *,
+    options: RunOptions,
+    nodes: StageNodes | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    thread_id: str | None = None,
+    on_stage: Callable[[StageRecord], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) one conversion and write reports/summary.json."""
+    spec_path = spec_path.resolve()
+    layout = RunLayout(run_dir.resolve())
+    graph = compile_pipeline(
+        nodes or StageNodes.from_modules(), checkpointer=checkpointer, on_stage=on_stage
+    )
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id or uuid.uuid4().hex}}
+    pending = _pending_state(graph, config) if checkpointer is not None else None
+    if pending is not None:
+        _check_same_run(pending, spec_path, layout)
+        layout.ensure()
+        result = graph.invoke(None, config, durability="sync")
+    else:
+        layout.prepare_fresh()
+        initial = _initial_state(spec_path, layout, options)
+        result = graph.invoke(as_graph_input(initial), config, durability="sync")
+    final = PipelineState.model_validate(result)
+    summary = _summary(final, layout)
+    write_text_atomic(layout.summary_path, summary.model_dump_json(indent=2) + "\n")
+    return summary
+
+
+def as_graph_input(state: PipelineState) -> Any:
+    """The state as plain JSON values: checkpointers then store no pickled or
+    unregistered Python types, and any saver (SQLite, PostgreSQL) can restore it."""
+    return state.model_dump(mode="json")
+
+
+def _pending_state(graph: PipelineGraph, config: RunnableConfig) -> PipelineState | None:
+    """The state of an unfinished run on this thread, if there is one."""
+    snapshot = graph.get_state(config)
+    if not snapshot.next or not snapshot.values:
+        return None
+    return PipelineState.model_validate(snapshot.values)
+
+
+def _check_same_run(pending: PipelineState, spec_path: Path, layout: RunLayout) -> None:
+    if Path(pending.run_dir) != layout.root or Path(pending.spec_path) != spec_path:
+        raise ResumeMismatch(
+            f"the unfinished run {pending.run_id} is for {pending.spec_path} in "
+            f"{pending.run_dir}; use another thread id for {spec_path} in {layout.root}"
+        )
+
+
+def _initial_state(spec_path: Path, layout: RunLayout, options: RunOptions) -> PipelineState:
+    return PipelineState(
+        run_id=uuid.uuid4().hex,
+        operator=operator_name(spec_path),
+        spec_path=str(spec_path),
+        run_dir=str(layout.root),
+        options=options,
+        started_at=datetime.now(UTC),
+    )
+
+
+def _summary(state: PipelineState, layout: RunLayout) -> RunSummary:
+    try:
+        gate: GateReport | None = load_report(GateReport, layout)
+    except ReportError:
+        gate = None
+    if gate is not None and gate.run_id != state.run_id:
+        gate = None
+    return RunSummary(
+        operator=state.operator,
+        outcome=state.outcome or Outcome.STOP,
+        gate_verdict=state.verdicts.get(Stage.FINAL_GATE, "FAIL"),
+        stages=state.records,
+        headline=gate.headline if gate is not None else {},
+        llm_tokens=state.llm_tokens,
+        llm_cost_usd=state.llm_cost_usd,
+    )

@@ -1,0 +1,332 @@
+"""The sandboxed side of the reference export: imports an untrusted kernel source
+and exports it with cuTile's AOT compiler.
+
+Run only by `toolchain.reference_export`, as
+`python -m toolchain._export_child ADDRESS_SPACE_BYTES` in a private working
+directory, with the request on stdin. It writes `response.json` (an
+`ExportResponse`) and the artefacts into that directory. Every failure of the
+user's code is turned into an `ExportError` with file and line; nothing here
+prints a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import linecache
+import resource
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from schemas.reference_export import (
+    ArrayArg,
+    ArrayFacts,
+    ArrayListArg,
+    ConstantArg,
+    ErrorKind,
+    ExportError,
+    ExportRecord,
+    ExportRequest,
+    ExportResponse,
+    ScalarArg,
+    Specialisation,
+    VariantExport,
+    VariantTimings,
+)
+
+RESPONSE_FILE = "response.json"
+USER_MODULE = "tileport_user_kernel"
+
+
+class ChildFailure(Exception):
+    """Carries a structured error out of the export steps."""
+
+    def __init__(self, error: ExportError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def limit_resources(address_space_bytes: int) -> None:
+    """Cap the address space (the user's module and tileiras inherit it) and core dumps."""
+    resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _source_line(file: str | None, line: int | None) -> str | None:
+    if file is None or line is None:
+        return None
+    text = linecache.getline(file, line).strip()
+    return text or None
+
+
+def _error(
+    kind: ErrorKind,
+    message: str,
+    file: str | None = None,
+    line: int | None = None,
+    column: int | None = None,
+    variant: str | None = None,
+) -> ExportError:
+    return ExportError(
+        kind=kind,
+        message=message,
+        file=file,
+        line=line,
+        column=column,
+        variant=variant,
+        source_line=_source_line(file, line),
+    )
+
+
+def _user_frame(exc: BaseException, source: str) -> tuple[str | None, int | None]:
+    """The innermost traceback frame inside the user's source, else the innermost at all."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        if frame.filename == source:
+            return frame.filename, frame.lineno
+    return (None, None) if not frames else (frames[-1].filename, frames[-1].lineno)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def import_kernel_module(source: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(USER_MODULE, source)
+    if spec is None or spec.loader is None:
+        raise ChildFailure(_error("import_error", "cannot load the file as a module", source))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[USER_MODULE] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ChildFailure(
+            _error("syntax_error", exc.msg, exc.filename or source, exc.lineno, exc.offset)
+        ) from None
+    except MemoryError as exc:
+        file, line = _user_frame(exc, source)
+        message = "out of memory while importing the module (address-space limit)"
+        raise ChildFailure(_error("memory_limit", message, file, line)) from None
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from user code too
+        file, line = _user_frame(exc, source)
+        raise ChildFailure(_error("import_error", _describe(exc), file, line)) from None
+    return module
+
+
+def find_kernel(module: ModuleType, name: str, source: str) -> Any:
+    import cuda.tile as ct
+
+    kernel = getattr(module, name, None)
+    if kernel is None:
+        raise ChildFailure(_error("kernel_not_found", f"no name {name!r} in the module", source))
+    if not isinstance(kernel, ct.kernel):
+        message = f"{name!r} is a {type(kernel).__name__}, not a @ct.kernel function"
+        raise ChildFailure(_error("kernel_not_found", message, source))
+    return kernel
+
+
+def _kernel_location(kernel: Any) -> tuple[str, int]:
+    code = kernel._pyfunc.__code__
+    return code.co_filename, code.co_firstlineno
+
+
+def _check_parameters(kernel: Any, spec: Specialisation) -> list[str]:
+    names = list(inspect.signature(kernel._pyfunc).parameters)
+    missing = [n for n in names if n not in spec.params]
+    extra = [n for n in spec.params if n not in names]
+    if missing or extra:
+        file, line = _kernel_location(kernel)
+        parts = []
+        if missing:
+            parts.append(f"kernel parameter(s) {missing} have no specialisation")
+        if extra:
+            parts.append(f"specialised parameter(s) {extra} are not kernel parameters")
+        message = "; ".join(parts) + f" (kernel parameters: {names})"
+        raise ChildFailure(_error("signature_mismatch", message, file, line, None, spec.variant))
+    return names
+
+
+def _array_constraint(facts: ArrayFacts) -> Any:
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint
+
+    return ArrayConstraint(
+        getattr(ct, facts.dtype),
+        facts.ndim,
+        index_dtype=getattr(ct, facts.index_dtype),
+        stride_lower_bound_incl=facts.stride_lower_bound_incl,
+        alias_groups=facts.alias_groups,
+        may_alias_internally=facts.may_alias_internally,
+        stride_constant=facts.stride_constant,
+        stride_divisible_by=facts.stride_divisible_by,
+        shape_divisible_by=facts.shape_divisible_by,
+        base_addr_divisible_by=facts.base_addr_divisible_by,
+    )
+
+
+def _constraint(arg: ArrayArg | ArrayListArg | ScalarArg | ConstantArg) -> Any:
+    import cuda.tile as ct
+    from cuda.tile.compilation import ListConstraint, ScalarConstraint
+
+    match arg:
+        case ArrayArg(facts=facts):
+            return _array_constraint(facts)
+        case ArrayListArg(element=element, elements_may_alias=may_alias):
+            return ListConstraint(
+                _array_constraint(element), alias_groups=[], elements_may_alias=may_alias
+            )
+        case ScalarArg(dtype=dtype):
+            return ScalarConstraint(getattr(ct, dtype))
+        case ConstantArg(value=value):
+            return value
+    raise AssertionError(f"unhandled parameter kind {arg!r}")
+
+
+def _signature(kernel: Any, request: ExportRequest, spec: Specialisation) -> Any:
+    from cuda.tile.compilation import CallingConvention, KernelSignature
+
+    names = _check_parameters(kernel, spec)
+    try:
+        params = [_constraint(spec.params[n]) for n in names]
+        signature = KernelSignature(params, calling_convention=CallingConvention.cutile_python_v1())
+    except (TypeError, ValueError) as exc:
+        file, line = _kernel_location(kernel)
+        message = f"the specialisation does not fit the kernel: {_describe(exc)}"
+        raise ChildFailure(
+            _error("signature_mismatch", message, file, line, None, spec.variant)
+        ) from None
+    if request.entry_symbol.naming == "fixed":
+        return signature.with_symbol(request.entry_symbol.symbol)
+    return signature.with_mangled_symbol(kernel._pyfunc.__name__)
+
+
+def _compile_failure(exc: BaseException, source: str, variant: str) -> ChildFailure:
+    import cuda.tile as ct
+
+    if isinstance(exc, ct.TileCompilerTimeoutError):
+        return ChildFailure(_error("timeout", "tileiras timed out", variant=variant))
+    if isinstance(exc, ct.TileCompilerExecutionError | ct.TileInternalError):
+        message = getattr(exc, "message", None) or _describe(exc)
+        return ChildFailure(_error("toolchain_error", message, variant=variant))
+    if isinstance(exc, ct.TileError):
+        loc = exc.loc
+        file = None if loc.is_unknown() else loc.filename
+        line = None if loc.is_unknown() else loc.line
+        column = None if loc.is_unknown() else loc.col + 1
+        message = f"{type(exc).__name__}: {exc.message}"
+        return ChildFailure(_error("compile_error", message, file, line, column, variant))
+    if isinstance(exc, MemoryError):
+        file, line = _user_frame(exc, source)
+        message = "out of memory while compiling (address-space limit)"
+        return ChildFailure(_error("memory_limit", message, file, line, variant=variant))
+    file, line = _user_frame(exc, source)
+    return ChildFailure(_error("compile_error", _describe(exc), file, line, variant=variant))
+
+
+def _timed(step: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def _disassemble(tileirdisasm: str, bytecode: Path, out: Path, with_locations: bool) -> None:
+    args = [tileirdisasm, *(["-g"] if with_locations else []), str(bytecode)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        message = f"tileirdisasm failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        raise ChildFailure(_error("toolchain_error", message))
+    out.write_text(done.stdout, encoding="utf-8")
+
+
+def export_variant(
+    kernel: Any, request: ExportRequest, spec: Specialisation, work: Path
+) -> VariantExport:
+    from cuda.tile.compilation import export_kernel
+
+    signature = _signature(kernel, request, spec)
+    hinted = kernel.replace_hints(**spec.hints.as_kwargs()) if spec.hints else kernel
+    names = {
+        "bytecode": f"{spec.variant}.bytecode",
+        "mlir": f"{spec.variant}.mlir",
+        "loc_mlir": f"{spec.variant}.loc.mlir",
+    }
+    cubins = {t: f"{spec.variant}.{t}.cubin" for t in request.cubin_targets}
+
+    def export(path: str, output_format: str, gpu_code: str) -> None:
+        try:
+            export_kernel(
+                hinted,
+                [signature],
+                str(work / path),
+                output_format=output_format,
+                gpu_code=gpu_code,
+                bytecode_version=request.bytecode_version,
+            )
+        except BaseException as exc:
+            raise _compile_failure(exc, request.source, spec.variant) from None
+
+    bytecode_s = _timed(lambda: export(names["bytecode"], "tileir_bytecode", request.target))
+    bytecode = work / names["bytecode"]
+    mlir_s = _timed(
+        lambda: _disassemble(request.tileirdisasm, bytecode, work / names["mlir"], False)
+    )
+    _disassemble(request.tileirdisasm, bytecode, work / names["loc_mlir"], True)
+    cubin_s: dict[str, float] = {}
+    for target, cubin in cubins.items():
+        start = time.perf_counter()
+        export(cubin, "cubin", target)
+        cubin_s[target] = time.perf_counter() - start
+    return VariantExport(
+        variant=spec.variant,
+        symbol=signature.symbol,
+        cubins=cubins,
+        timings=VariantTimings(bytecode_s=bytecode_s, mlir_s=mlir_s, cubin_s=cubin_s),
+        specialisation=spec,
+        **names,
+    )
+
+
+def run(request: ExportRequest, work: Path) -> ExportRecord:
+    import cuda.tile as ct
+
+    start = time.perf_counter()
+    module = import_kernel_module(request.source)
+    import_s = time.perf_counter() - start
+    kernel = find_kernel(module, request.kernel, request.source)
+    variants = [export_variant(kernel, request, s, work) for s in request.specialisations]
+    return ExportRecord(
+        kernel=request.kernel,
+        source=request.source,
+        target=request.target,
+        bytecode_version=request.bytecode_version,
+        cuda_tile_version=ct.__version__,
+        tileiras_version="",
+        import_s=import_s,
+        variants=variants,
+    )
+
+
+def main(argv: list[str]) -> int:
+    limit_resources(int(argv[1]))
+    work = Path.cwd()
+    request = ExportRequest.model_validate_json(sys.stdin.read())
+    try:
+        response = ExportResponse(record=run(request, work))
+    except ChildFailure as failure:
+        response = ExportResponse(error=failure.error)
+    except MemoryError:
+        message = "out of memory (address-space limit)"
+        response = ExportResponse(error=_error("memory_limit", message))
+    (work / RESPONSE_FILE).write_text(response.model_dump_json(), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

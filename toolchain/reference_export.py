@@ -1,0 +1,483 @@
+"""Reference export: a cuTile Python kernel's Tile IR, bytecode and cubins, on a
+machine with no GPU.
+
+For each variant of a port spec, the facts a cuTile launch would derive from
+the variant's representative test configuration (shape and stride
+divisibility, unit strides, base-address alignment) are turned into a
+`Specialisation`, and cuTile's ahead-of-time compiler exports it at bytecode
+version 13.3. The kernel source is untrusted: it is imported and compiled in a
+child process (`toolchain._export_child`) with a timeout, an address-space
+limit, a private working directory, an environment holding only the
+toolchain's variables and, where `unshare -n` works, no network.
+
+    python -m toolchain.reference_export SPEC --out DIR [--target sm_90]
+    python -m toolchain.reference_export --bench examples/kernels
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from schemas.port_spec import (
+    ITEMSIZE,
+    EntrySymbol,
+    PortSpec,
+    PortSpecError,
+    ResolvedArray,
+    ResolvedConfig,
+    load_port_spec,
+    spec_relative,
+)
+from schemas.reference_export import (
+    ArrayArg,
+    ArrayFacts,
+    ArrayListArg,
+    ConstantArg,
+    ExportError,
+    ExportRecord,
+    ExportRequest,
+    ExportResponse,
+    ParamArg,
+    ScalarArg,
+    Specialisation,
+)
+from toolchain.env import REPO_ROOT, find_toolchain, toolchain_env
+
+BYTECODE_VERSION = "13.3"  # what cutile-rs writes; both sides must agree
+CUBIN_TARGETS = ("sm_90", "sm_100")
+RECORD_FILE = "export.json"
+
+# A launch records alignment facts up to 16: shapes and strides divisible by
+# 16 elements / 16 bytes, base pointers by 16 bytes. Larger powers add nothing.
+MAX_SHAPE_DIVISOR = 16
+MAX_ALIGNMENT_BYTES = 16
+INT32_MAX = 2**31 - 1
+
+
+class ReferenceExportError(Exception):
+    """The export failed; `error` says why and where."""
+
+    def __init__(self, error: ExportError) -> None:
+        super().__init__(error.one_line())
+        self.error = error
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_s: float = 300.0
+    address_space_bytes: int = 4 << 30
+    isolate_network: bool = True
+
+
+# -- launch facts ------------------------------------------------------------------
+
+
+def _pow2_divisor(value: int, cap: int) -> int:
+    """The largest power of two dividing `value`, at most `cap` (zero divides by all)."""
+    if value == 0:
+        return cap
+    return min(value & -value, cap)
+
+
+def launch_facts(array: ResolvedArray) -> ArrayFacts:
+    """The facts a cuTile launch derives from an argument of this shape and layout."""
+    itemsize = ITEMSIZE[array.dtype]
+    stride_constant: list[int | None] = [1 if s == 1 else None for s in array.strides]
+    stride_divisible_by = []
+    for stride, constant in zip(array.strides, stride_constant, strict=True):
+        aligned_bytes = _pow2_divisor(stride * itemsize, MAX_ALIGNMENT_BYTES)
+        in_elements = aligned_bytes // itemsize if aligned_bytes % itemsize == 0 else 1
+        stride_divisible_by.append(1 if constant is not None else max(in_elements, 1))
+    base = _pow2_divisor(array.storage_offset * itemsize, MAX_ALIGNMENT_BYTES)
+    return ArrayFacts(
+        dtype=array.dtype,
+        ndim=len(array.shape),
+        index_dtype=_index_dtype(array),
+        shape_divisible_by=[_pow2_divisor(d, MAX_SHAPE_DIVISOR) for d in array.shape],
+        stride_divisible_by=stride_divisible_by,
+        stride_constant=stride_constant,
+        stride_lower_bound_incl=0,
+        base_addr_divisible_by=base,
+        example_shape=list(array.shape),
+        example_strides=list(array.strides),
+    )
+
+
+def _index_dtype(array: ResolvedArray) -> Literal["int32", "int64"]:
+    """int64 once an extent, a stride or the furthest element offset leaves int32."""
+    furthest = sum((d - 1) * s for d, s in zip(array.shape, array.strides, strict=True) if d)
+    biggest = max([furthest, *array.shape, *array.strides], default=0)
+    return "int64" if biggest > INT32_MAX else "int32"
+
+
+def specialise(resolved: ResolvedConfig) -> Specialisation:
+    """The specialisation a launch with this configuration compiles."""
+    params: dict[str, ParamArg] = {}
+    for name, array in resolved.arrays.items():
+        facts = launch_facts(array)
+        params[name] = (
+            ArrayArg(facts=facts)
+            if array.list_length is None
+            else ArrayListArg(element=facts, example_length=array.list_length)
+        )
+    for name in resolved.scalars:
+        params[name] = ScalarArg(dtype=resolved.scalar_dtypes[name])
+    for name, value in resolved.constants.items():
+        params[name] = ConstantArg(value=value)
+    return Specialisation(
+        variant=resolved.variant,
+        params=params,
+        hints=resolved.hints,
+        config=resolved.name,
+        grid=resolved.grid,
+    )
+
+
+def specialisations(spec: PortSpec, variants: Sequence[str] | None = None) -> list[Specialisation]:
+    """One specialisation per variant, from its representative test configuration."""
+    known = [v.name for v in spec.variants]
+    unknown = sorted(set(variants or []) - set(known))
+    if unknown:
+        raise ValueError(f"unknown variant(s) {unknown}; the spec has {known}")
+    chosen = [v for v in spec.variants if variants is None or v.name in variants]
+    return [specialise(spec.representative(v)) for v in chosen]
+
+
+# -- the sandbox -------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def network_isolation_works() -> bool:
+    """Whether `unshare -n` can give a child its own, empty network namespace here."""
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@lru_cache(maxsize=1)
+def tileiras_version() -> str:
+    tool = find_toolchain().tool("tileiras")
+    try:
+        done = subprocess.run(
+            [str(tool), "--version"], capture_output=True, text=True, env=toolchain_env()
+        )
+    except OSError:
+        return "unknown"
+    lines = [line for line in done.stdout.splitlines() if "release" in line]
+    return lines[0].strip() if lines else "unknown"
+
+
+def _sandbox_env(work: Path) -> dict[str, str]:
+    base = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(work),
+        "TMPDIR": str(work / "tmp"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CUDA_TILE_TEMP_DIR": str(work / "tmp" / "cutile"),
+        "CUDA_TILE_CACHE_DIR": "off",  # every export compiles; timings stay honest
+    }
+    return toolchain_env(base)
+
+
+def _tail(path: Path, limit: int = 400) -> str:
+    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1][-limit:] if lines else ""
+
+
+def _died(returncode: int, stderr_log: Path) -> ExportError:
+    last = _tail(stderr_log)
+    if "MemoryError" in last or "bad_alloc" in last or "out of memory" in last.lower():
+        return ExportError(kind="memory_limit", message=f"the export ran out of memory: {last}")
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        return ExportError(kind="crash", message=f"the export process died with {name}")
+    detail = f": {last}" if last else ""
+    return ExportError(kind="crash", message=f"the export process exited {returncode}{detail}")
+
+
+def _run_child(request: ExportRequest, work: Path, limits: SandboxLimits) -> ExportResponse:
+    (work / "tmp").mkdir()
+    isolate = limits.isolate_network and network_isolation_works()
+    command = [
+        *(["unshare", "-n", "--"] if isolate else []),
+        sys.executable,
+        "-s",
+        "-m",
+        "toolchain._export_child",
+        str(limits.address_space_bytes),
+    ]
+    stdout_log, stderr_log = work / "stdout.log", work / "stderr.log"
+    with stdout_log.open("wb") as out, stderr_log.open("wb") as err:
+        child = subprocess.Popen(
+            command,
+            cwd=work,
+            env=_sandbox_env(work),
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # one process group: a timeout kills tileiras too
+        )
+        try:
+            child.communicate(request.model_dump_json().encode(), timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            message = f"the export took longer than {limits.timeout_s:g} s and was stopped"
+            return ExportResponse(error=ExportError(kind="timeout", message=message))
+    response_file = work / "response.json"
+    if not response_file.exists():
+        return ExportResponse(error=_died(child.returncode, stderr_log))
+    return ExportResponse.model_validate_json(response_file.read_text())
+
+
+def _relocate(error: ExportError, resolved_source: Path, shown_source: str) -> ExportError:
+    """Report the source file by the name the caller used."""
+    if error.file is not None and Path(error.file) == resolved_source:
+        return error.model_copy(update={"file": shown_source})
+    return error
+
+
+def export_reference(
+    source: Path,
+    kernel: str,
+    specs: Sequence[Specialisation],
+    out_dir: Path,
+    *,
+    target: str = "sm_90",
+    cubin_targets: Sequence[str] = CUBIN_TARGETS,
+    entry_symbol: EntrySymbol | None = None,
+    bytecode_version: str = BYTECODE_VERSION,
+    limits: SandboxLimits | None = None,
+) -> ExportRecord:
+    """Export each specialisation of `kernel` in `source` into `out_dir`.
+
+    Writes `<variant>.bytecode`, `<variant>.mlir`, `<variant>.loc.mlir`,
+    `<variant>.<target>.cubin` per cubin target, and `export.json`. Raises
+    ReferenceExportError with a structured error on any failure."""
+    resolved_source = source.resolve()
+    if not resolved_source.is_file():
+        raise ReferenceExportError(
+            ExportError(kind="import_error", message="no such file", file=str(source))
+        )
+    request = ExportRequest(
+        source=str(resolved_source),
+        kernel=kernel,
+        specialisations=list(specs),
+        target=target,
+        cubin_targets=list(cubin_targets),
+        bytecode_version=bytecode_version,
+        entry_symbol=entry_symbol or EntrySymbol(),
+        tileirdisasm=str(find_toolchain().tool("tileirdisasm")),
+    )
+    limits = limits or SandboxLimits()
+    work = Path(tempfile.mkdtemp(prefix="tileport-export-"))
+    try:
+        start = time.perf_counter()
+        response = _run_child(request, work, limits)
+        process_s = time.perf_counter() - start
+        if response.error is not None or response.record is None:
+            error = response.error or ExportError(kind="crash", message="empty response")
+            raise ReferenceExportError(_relocate(error, resolved_source, str(source)))
+        record = response.record.model_copy(
+            update={
+                "source": str(source),
+                "tileiras_version": tileiras_version(),
+                "process_s": process_s,
+            }
+        )
+        _collect(record, work, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+def _collect(record: ExportRecord, work: Path, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for variant in record.variants:
+        for name in [variant.bytecode, variant.mlir, variant.loc_mlir, *variant.cubins.values()]:
+            shutil.copyfile(work / name, out_dir / name)
+    (out_dir / RECORD_FILE).write_text(record.model_dump_json(indent=2) + "\n")
+
+
+def export_from_spec(
+    spec_path: Path,
+    out_dir: Path,
+    *,
+    source: Path | None = None,
+    kernel: str | None = None,
+    target: str = "sm_90",
+    variants: Sequence[str] | None = None,
+    limits: SandboxLimits | None = None,
+) -> ExportRecord:
+    """Export every variant (or the named ones) of a port spec.
+
+    `source` and `kernel` default to the spec's; giving them exports another
+    file (a mutated copy, say) under the same spec. This is what
+    `tileport ir export SOURCE::KERNEL --spec SPEC --target T --out DIR` runs."""
+    try:
+        spec = load_port_spec(spec_path)
+        specs = specialisations(spec, variants)
+    except PortSpecError as exc:
+        field, message = exc.problems[0] if exc.problems else ("", str(exc))
+        error = ExportError(kind="spec_error", message=f"{field}: {message}", file=str(spec_path))
+        raise ReferenceExportError(error) from None
+    except ValueError as exc:
+        error = ExportError(kind="spec_error", message=str(exc), file=str(spec_path))
+        raise ReferenceExportError(error) from None
+    return export_reference(
+        source if source is not None else spec_relative(spec_path, spec.source),
+        kernel or spec.kernel,
+        specs,
+        out_dir,
+        target=target,
+        entry_symbol=spec.entry_symbol,
+        limits=limits,
+    )
+
+
+# -- command line ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    kernel: str
+    variants: int
+    wall_s: float
+    process_s: float
+    import_s: float
+    bytecode_s: float
+    mlir_s: float
+    cubin_s: dict[str, float]
+
+
+def bench_spec(spec_path: Path, repeat: int) -> BenchRow:
+    """Median timings over `repeat` exports of every variant (summed over variants)."""
+    rows: list[BenchRow] = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="tileport-bench-") as out:
+            start = time.perf_counter()
+            record = export_from_spec(spec_path, Path(out))
+            wall = time.perf_counter() - start
+        rows.append(
+            BenchRow(
+                kernel=spec_path.name.removesuffix(".port.yaml"),
+                variants=len(record.variants),
+                wall_s=wall,
+                process_s=record.process_s,
+                import_s=record.import_s,
+                bytecode_s=sum(v.timings.bytecode_s for v in record.variants),
+                mlir_s=sum(v.timings.mlir_s for v in record.variants),
+                cubin_s={
+                    t: sum(v.timings.cubin_s[t] for v in record.variants) for t in CUBIN_TARGETS
+                },
+            )
+        )
+    return BenchRow(
+        kernel=rows[0].kernel,
+        variants=rows[0].variants,
+        wall_s=statistics.median(r.wall_s for r in rows),
+        process_s=statistics.median(r.process_s for r in rows),
+        import_s=statistics.median(r.import_s for r in rows),
+        bytecode_s=statistics.median(r.bytecode_s for r in rows),
+        mlir_s=statistics.median(r.mlir_s for r in rows),
+        cubin_s={t: statistics.median(r.cubin_s[t] for r in rows) for t in CUBIN_TARGETS},
+    )
+
+
+def bench_table(rows: Sequence[BenchRow]) -> str:
+    header = (
+        "| kernel | variants | import | bytecode | mlir | cubin sm_90 | cubin sm_100 "
+        "| process | wall |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    lines = [header]
+    for r in [*rows, _total(rows)]:
+        lines.append(
+            f"| {r.kernel} | {r.variants} | {r.import_s:.2f} | {r.bytecode_s:.2f} "
+            f"| {r.mlir_s:.2f} | {r.cubin_s['sm_90']:.2f} | {r.cubin_s['sm_100']:.2f} "
+            f"| {r.process_s:.2f} | {r.wall_s:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def _total(rows: Sequence[BenchRow]) -> BenchRow:
+    return BenchRow(
+        kernel="**all**",
+        variants=sum(r.variants for r in rows),
+        wall_s=sum(r.wall_s for r in rows),
+        process_s=sum(r.process_s for r in rows),
+        import_s=sum(r.import_s for r in rows),
+        bytecode_s=sum(r.bytecode_s for r in rows),
+        mlir_s=sum(r.mlir_s for r in rows),
+        cubin_s={t: sum(r.cubin_s[t] for r in rows) for t in CUBIN_TARGETS},
+    )
+
+
+def _bench(directory: Path, repeat: int) -> int:
+    specs = sorted(directory.glob("*.port.yaml"))
+    if not specs:
+        print(f"no *.port.yaml in {directory}", file=sys.stderr)
+        return 1
+    rows = []
+    for spec in specs:
+        try:
+            rows.append(bench_spec(spec, repeat))
+        except ReferenceExportError as exc:
+            print(f"{spec}: {exc.error.one_line()}", file=sys.stderr)
+            return 1
+    print(f"Reference export times in seconds, median of {repeat} run(s) per kernel, ")
+    print("summed over each kernel's variants.\n")
+    print(bench_table(rows))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m toolchain.reference_export",
+        description="Export a cuTile Python kernel's reference Tile IR per variant of its "
+        "port spec (no GPU needed), or time the export over a directory of specs.",
+    )
+    parser.add_argument("spec", nargs="?", type=Path, help="a <name>.port.yaml")
+    parser.add_argument("--out", type=Path, help="output directory")
+    parser.add_argument("--target", default="sm_90", help="GPU the bytecode is made for")
+    parser.add_argument("--variant", action="append", help="export only this variant")
+    parser.add_argument("--bench", type=Path, metavar="DIR", help="time every spec in DIR")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per kernel for --bench")
+    args = parser.parse_args(argv)
+    if args.bench is not None:
+        return _bench(args.bench, args.repeat)
+    if args.spec is None or args.out is None:
+        parser.error("give SPEC and --out DIR, or --bench DIR")
+    try:
+        record = export_from_spec(args.spec, args.out, target=args.target, variants=args.variant)
+    except ReferenceExportError as exc:
+        print(exc.error.one_line(), file=sys.stderr)
+        if exc.error.source_line:
+            print(f"    {exc.error.source_line}", file=sys.stderr)
+        return 1
+    for variant in record.variants:
+        print(f"{variant.variant}: {variant.symbol}")
+    print(f"wrote {len(record.variants)} variant(s) to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
