@@ -129,12 +129,12 @@ def find(session: Session, settings: Settings, conversion_id: str, path: str) ->
     if row is not None:
         location = blob_store(settings).path_for(row.sha256)
         return ArtifactFile(row.path, row.kind, row.sha256, row.size, location)
-    location = inside(run_dir(settings, conversion_id), path)
-    if location is None:
+    live = inside(run_dir(settings, conversion_id), path)
+    if live is None:
         raise ApiError(
             404, ErrorCode.UNKNOWN_ARTIFACT, "this run has no such artifact", {"path": path}
         )
-    return ArtifactFile(path, kind_of(path), None, location.stat().st_size, location)
+    return ArtifactFile(path, kind_of(path), None, live.stat().st_size, live)
 
 
 def view(conversion_id: str, artifact: ArtifactFile) -> ArtifactView:

@@ -23,6 +23,9 @@ class Dispatcher(Protocol):
     def revoke(self, conversion_id: str) -> None:
         """Drop a queued conversion from the broker, where there is one."""
 
+    def ping(self) -> None:
+        """Raise when the workers cannot be reached (used by /readyz)."""
+
 
 class TableQueueDispatcher:
     """Embedded mode: the conversions table is the queue and workers poll it."""
@@ -31,6 +34,9 @@ class TableQueueDispatcher:
         return None
 
     def revoke(self, conversion_id: str) -> None:
+        return None
+
+    def ping(self) -> None:
         return None
 
 

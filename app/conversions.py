@@ -135,7 +135,7 @@ def submit(
                 "conversion.queued",
                 f"{submission.operator} queued by {submitted_by}",
                 conversion_id,
-                kernels=submission.kernels,
+                kernel=submission.kernel,
             )
     except BaseException as error:
         shutil.rmtree(run_dir(settings, conversion_id), ignore_errors=True)
@@ -299,9 +299,7 @@ def full_view(conversion: Conversion) -> ConversionView:
     )
 
 
-def page_view(
-    rows: list[Conversion], total: int, limit: int, offset: int
-) -> ConversionPage:
+def page_view(rows: list[Conversion], total: int, limit: int, offset: int) -> ConversionPage:
     next_offset = offset + len(rows) if offset + len(rows) < total else None
     return ConversionPage(
         items=[item_view(row) for row in rows],

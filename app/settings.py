@@ -25,7 +25,9 @@ class WorkerMode(StrEnum):
 class Settings(BaseModel):
     data_dir: Path = Field(DEFAULT_DATA_DIR, description="TILEPORT_DATA_DIR")
     database_url: str = Field("", description="DATABASE_URL; empty: SQLite file in data_dir")
-    artifact_root: Path | None = Field(None, description="ARTIFACT_ROOT; default data_dir/runs")
+    artifact_root: Path | None = Field(
+        None, description="ARTIFACT_ROOT; default data_dir/artifacts"
+    )
     source_root: Path | None = Field(
         None, description="SOURCE_ROOT: where JSON submissions may name kernel files"
     )
@@ -67,7 +69,7 @@ class Settings(BaseModel):
 
     @property
     def resolved_artifact_root(self) -> Path:
-        return self.artifact_root or self.data_dir / "runs"
+        return self.artifact_root or self.data_dir / "artifacts"
 
 
 ENV_FIELDS: dict[str, str] = {

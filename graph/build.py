@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.routing import CAPS, next_target
+from graph.routing import CAPS, NEXT_CHOICES, next_target
 from graph.stages import ROUTED_STAGES, StageFn, StageNodes
 from schemas.pipeline import Outcome, Stage, StageRecord
 from schemas.reports import EXTRA_REPORTS, PRIMARY_REPORT, save_report
@@ -47,8 +47,8 @@ def build_graph(nodes: StageNodes, on_stage: OnStage | None = None) -> StateGrap
     graph.add_node(Outcome.STOP.value, _end_routing(Outcome.STOP))
 
     graph.add_edge(START, Stage.PREFLIGHT.value)
-    destinations = [s.value for s in ROUTED_STAGES] + [o.value for o in Outcome]
     for stage in ROUTED_STAGES:
+        destinations = [target.value for target in NEXT_CHOICES[stage]]
         graph.add_conditional_edges(stage.value, _router(stage), destinations)
     graph.add_edge(Outcome.COMPLETE.value, Stage.FINAL_GATE.value)
     graph.add_edge(Outcome.STOP.value, Stage.FINAL_GATE.value)
@@ -63,6 +63,17 @@ def compile_pipeline(
     on_stage: OnStage | None = None,
 ) -> PipelineGraph:
     return build_graph(nodes, on_stage).compile(checkpointer=checkpointer)
+
+
+def draw_mermaid() -> str:
+    """The wiring as a Mermaid flowchart (`python -m graph.build`); the stages are
+    placeholders, only the structure is drawn."""
+
+    def placeholder(state: PipelineState) -> StageResult:
+        raise NotImplementedError("drawing only")
+
+    nodes = StageNodes(**{stage.value: placeholder for stage in Stage})
+    return build_graph(nodes).compile().get_graph().draw_mermaid()
 
 
 def _router(stage: Stage) -> Callable[[PipelineState], str]:
@@ -120,9 +131,10 @@ def _check_result(stage: Stage, state: PipelineState, attempt: int, result: Stag
             f"{stage.value} returned {type(result.report).__name__}, not {expected.__name__}"
         )
     allowed_extra = EXTRA_REPORTS.get(stage, ())
+    for extra in result.extra_reports:
+        if type(extra) not in allowed_extra:
+            raise StageContractError(f"{stage.value} may not write {type(extra).__name__}")
     for report in (result.report, *result.extra_reports):
-        if report is not result.report and type(report) not in allowed_extra:
-            raise StageContractError(f"{stage.value} may not write {type(report).__name__}")
         if report.run_id != state.run_id or report.attempt != attempt:
             raise StageContractError(
                 f"{stage.value} wrote {report.FILE_NAME} for run {report.run_id} attempt "
@@ -153,3 +165,7 @@ def _apply(
     changed |= {"llm_tokens", "llm_cost_usd"}
     # Plain JSON values only, so that every checkpointer can store the state.
     return updated.model_dump(mode="json", include=changed)
+
+
+if __name__ == "__main__":
+    print(draw_mermaid())

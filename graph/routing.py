@@ -39,6 +39,29 @@ CAPS: Final[Mapping[Stage, int]] = {
 }
 """Executions allowed per run (A1 B2 C1 D2 E2 F1; preflight runs once)."""
 
+NEXT_CHOICES: Final[Mapping[Stage, tuple[Target, ...]]] = {
+    Stage.PREFLIGHT: (Stage.ANALYZER, Outcome.STOP, Outcome.COMPLETE),
+    Stage.ANALYZER: (Stage.KERNEL_WRITER, Outcome.STOP, Outcome.COMPLETE),
+    Stage.KERNEL_WRITER: (Stage.HOST_BUILDER, Outcome.STOP, Outcome.COMPLETE),
+    Stage.HOST_BUILDER: (
+        Stage.PERF_VALIDATOR,
+        Stage.HOST_BUILDER,
+        Stage.IR_DIFF_ANALYST,
+        Outcome.STOP,
+        Outcome.COMPLETE,
+    ),
+    Stage.PERF_VALIDATOR: (Stage.IR_DIFF_ANALYST, Stage.PERF_INVESTIGATOR, Outcome.COMPLETE),
+    Stage.IR_DIFF_ANALYST: (
+        Stage.KERNEL_WRITER,
+        Stage.HOST_BUILDER,
+        Stage.PERF_INVESTIGATOR,
+        Outcome.COMPLETE,
+    ),
+    Stage.PERF_INVESTIGATOR: (Outcome.COMPLETE,),
+}
+"""Every place the table can send a run after each stage (COMPLETE also where a cap
+cuts an edge); the graph declares exactly these edges, so LangGraph refuses any other."""
+
 
 def is_unused(stage: Stage, attempts: Attempts) -> bool:
     """Whether the stage may run once more in this run."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Durability
 
 from graph.build import PipelineGraph, compile_pipeline
 from graph.stages import StageNodes
@@ -57,15 +58,17 @@ def run_pipeline(
         nodes or StageNodes.from_modules(), checkpointer=checkpointer, on_stage=on_stage
     )
     config: RunnableConfig = {"configurable": {"thread_id": thread_id or uuid.uuid4().hex}}
+    # Checkpoint each step before the next starts, so a crash loses at most one stage.
+    durability: Durability | None = "sync" if checkpointer is not None else None
     pending = _pending_state(graph, config) if checkpointer is not None else None
     if pending is not None:
         _check_same_run(pending, spec_path, layout)
         layout.ensure()
-        result = graph.invoke(None, config, durability="sync")
+        result = graph.invoke(None, config, durability=durability)
     else:
         layout.prepare_fresh()
         initial = _initial_state(spec_path, layout, options)
-        result = graph.invoke(as_graph_input(initial), config, durability="sync")
+        result = graph.invoke(as_graph_input(initial), config, durability=durability)
     final = PipelineState.model_validate(result)
     summary = _summary(final, layout)
     write_text_atomic(layout.summary_path, summary.model_dump_json(indent=2) + "\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schemas.pipeline import Outcome, Stage
+from schemas.pipeline import Outcome, Stage, StageRecord
 from schemas.reports import (
     PRIMARY_REPORT,
     AnalysisReport,
@@ -84,13 +84,18 @@ def run_final_gate(state: PipelineState) -> StageResult:
 
 def _check_outcome(audit: _Audit) -> None:
     outcome = audit.state.outcome
-    last = audit.state.last_record()
+    last = _last_routed(audit.state)
     where = f" after {last.stage.value} said {last.verdict}" if last else ""
     audit.check(
         "run completed",
         outcome is Outcome.COMPLETE,
         f"the routed run ended in {outcome.value if outcome else 'nothing'}{where}",
     )
+
+
+def _last_routed(state: PipelineState) -> StageRecord | None:
+    routed = [record for record in state.records if record.stage is not Stage.FINAL_GATE]
+    return routed[-1] if routed else None
 
 
 def _load_stage_reports(audit: _Audit) -> None:
@@ -233,7 +238,7 @@ def _headline(audit: _Audit, failures: int) -> Headline:
         "outcome": state.outcome.value if state.outcome else None,
         "gate_failures": failures,
     }
-    last = state.last_record()
+    last = _last_routed(state)
     if state.outcome is Outcome.STOP and last is not None:
         headline["stopped_after"] = f"{last.stage.value}: {last.verdict}"
     if audit.correctness is not None:

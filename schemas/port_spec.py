@@ -109,17 +109,31 @@ class _Strict(BaseModel):
 class ArrayInit(_Strict):
     """How the correctness harness fills an array before a launch."""
 
-    kind: Literal["randn", "uniform", "randint", "arange", "zeros", "ones"] = Field(
+    kind: Literal["randn", "uniform", "randint", "arange", "partition", "zeros", "ones"] = Field(
         description="randn: normal(0, 1); uniform: [low, high); randint: integers in "
-        "[low, high); arange: 0, 1, 2, ... over the flattened array; zeros; ones."
+        "[low, high); arange: 0, 1, 2, ... over the flattened array; partition: sorted "
+        "offsets 0 = o[0] <= ... <= o[-1] = high of a random split of `high` items (MoE "
+        "expert offsets, cu_seqlens); zeros; ones."
     )
     low: int | float | Expr | None = Field(None, description="Lower bound (uniform, randint).")
-    high: int | float | Expr | None = Field(None, description="Upper bound (uniform, randint).")
+    high: int | float | Expr | None = Field(
+        None, description="Upper bound (uniform, randint), or the total (partition)."
+    )
+    special_value: int | float | None = Field(
+        None,
+        description="A value the kernel treats specially (an ignore_index, a padding id) "
+        "written over a random special_fraction of the elements after filling.",
+    )
+    special_fraction: float = Field(0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _bounds_for_ranged_kinds(self) -> Self:
         if self.kind in ("uniform", "randint") and (self.low is None or self.high is None):
             raise ValueError(f"init kind {self.kind!r} needs both low and high")
+        if self.kind == "partition" and self.high is None:
+            raise ValueError("init kind 'partition' needs high (the total)")
+        if (self.special_value is None) != (self.special_fraction == 0.0):
+            raise ValueError("special_value and a non-zero special_fraction go together")
         return self
 
 
@@ -185,7 +199,10 @@ class ArrayParam(_Strict):
 class ScalarParam(_Strict):
     """A runtime scalar parameter (passed by value at each launch)."""
 
-    dtype: DTypeName = Field(description="The scalar's type in the kernel signature.")
+    dtype: Literal["int32", "float32", "bool"] = Field(
+        description="The scalar's type in the kernel signature: a cuTile launch passes a "
+        "Python int as int32, a float as float32 and a bool as bool, and takes no others."
+    )
     default: int | float | Expr | None = Field(
         None, description="Value (or expression) used when a configuration gives none."
     )
@@ -359,7 +376,7 @@ class ResolvedConfig(_Strict):
     dims: dict[str, int]
     constants: dict[str, bool | int | float]
     scalars: dict[str, int | float]
-    scalar_dtypes: dict[str, DTypeName]
+    scalar_dtypes: dict[str, Literal["int32", "float32", "bool"]]
     arrays: dict[str, ResolvedArray]
     grid: tuple[int, int, int]
     hints: Hints | None
@@ -663,15 +680,21 @@ _SpecLoader.add_constructor(
 )
 
 
+_UNION_BRANCH = re.compile(r"^(int|float|bool|str|none|list\[.*\]|dict\[.*\]|.*\[.*\])$")
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
+    """`arrays.x.shape[0]` from pydantic's location, without its union-branch tags."""
     parts: list[str] = []
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
+        elif _UNION_BRANCH.match(item):
+            continue
         elif parts:
             parts.append(f".{item}")
         else:
-            parts.append(str(item))
+            parts.append(item)
     return "".join(parts) or "(top level)"
 
 
@@ -680,10 +703,13 @@ def parse_port_spec(data: object, path: Path) -> PortSpec:
     try:
         return PortSpec.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            (_field_path(err["loc"]), err["msg"].removeprefix("Value error, "))
-            for err in exc.errors()
-        ]
+        by_field: dict[str, list[str]] = {}
+        for err in exc.errors():
+            message = err["msg"].removeprefix("Value error, ")
+            messages = by_field.setdefault(_field_path(err["loc"]), [])
+            if message not in messages:
+                messages.append(message)
+        problems = [(field, " / ".join(msgs)) for field, msgs in by_field.items()]
         raise PortSpecError(path, problems) from None
 
 

@@ -50,17 +50,18 @@ class ArrayArg(_Strict):
 
 
 class ArrayListArg(_Strict):
-    """A list of arrays (`ListConstraint`): every element satisfies `element`."""
+    """A list of arrays (`ListConstraint`): every element satisfies `element`. A launch
+    does not check the elements against each other, so they may alias."""
 
     kind: Literal["array_list"] = "array_list"
     element: ArrayFacts
-    elements_may_alias: bool = False
+    elements_may_alias: bool = True
     example_length: int | None = None
 
 
 class ScalarArg(_Strict):
     kind: Literal["scalar"] = "scalar"
-    dtype: DTypeName
+    dtype: Literal["int32", "float32", "bool"]
 
 
 class ConstantArg(_Strict):

@@ -18,7 +18,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Final
 
 from schemas.pipeline import Stage
@@ -41,11 +41,12 @@ class RunPathError(ValueError):
 
 
 def check_run_relative(path: str) -> str:
-    """Accept only relative POSIX paths that stay inside the run directory."""
+    """Accept only plain relative POSIX paths (`a/b.json`) that stay inside the run
+    directory: no absolute path, no `..`, no `.` or empty components."""
     if not path or "\\" in path:
         raise RunPathError(f"not a relative POSIX path: {path!r}")
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or ".." in pure.parts or pure.parts[0] == ".":
+    components = path.split("/")
+    if path.startswith("/") or any(part in ("", ".", "..") for part in components):
         raise RunPathError(f"path must stay inside the run directory: {path!r}")
     return path
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -23,12 +23,17 @@ from schemas.verdicts import PerfVerdict
 VerdictT = TypeVar("VerdictT", bound=StrEnum)
 
 
+class ReportMeta(TypedDict):
+    run_id: str
+    attempt: int
+
+
 class PipelineState(BaseModel):
     run_id: str = Field(min_length=1)
     operator: str = Field(min_length=1)
     spec_path: str
     run_dir: str
-    options: RunOptions = Field(default_factory=lambda: RunOptions(no_gpu=False, llm=False))
+    options: RunOptions = Field(default_factory=RunOptions)
     started_at: datetime
 
     attempts: dict[Stage, int] = Field(
@@ -61,8 +66,9 @@ class PipelineState(BaseModel):
         """The attempt number of the execution about to run (1-based)."""
         return self.attempts_of(stage) + 1
 
-    def report_meta(self, stage: Stage) -> dict[str, str | int]:
-        """The run_id/attempt a stage puts in the report it is about to write."""
+    def report_meta(self, stage: Stage) -> ReportMeta:
+        """The run_id/attempt a stage puts in the report it is about to write:
+        `PerfReport(**state.report_meta(Stage.PERF_VALIDATOR), verdict=...)`."""
         return {"run_id": self.run_id, "attempt": self.next_attempt(stage)}
 
     def verdict_of(self, stage: Stage, kind: type[VerdictT]) -> VerdictT | None:
@@ -76,10 +82,6 @@ class PipelineState(BaseModel):
     def perf_gap_found(self) -> bool:
         """True when the perf validator's latest measurement showed a gap."""
         return self.verdict_of(Stage.PERF_VALIDATOR, PerfVerdict) is PerfVerdict.INVESTIGATE
-
-    def last_record(self, stage: Stage | None = None) -> StageRecord | None:
-        matching = [r for r in self.records if stage is None or r.stage is stage]
-        return matching[-1] if matching else None
 
 
 @dataclass(frozen=True)

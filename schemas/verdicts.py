@@ -6,11 +6,8 @@ verdict a stage cannot give is a validation error, not a silent fallthrough.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final
-
-from schemas.pipeline import Stage
 
 
 class PreflightVerdict(StrEnum):
@@ -98,14 +95,3 @@ class SamenessLevel(StrEnum):
 
 PERF_RATIO_LIMIT: Final = 1.05
 """The geomean of port/baseline device times must not exceed this for DONE."""
-
-STAGE_VERDICTS: Final[Mapping[Stage, type[StrEnum]]] = {
-    Stage.PREFLIGHT: PreflightVerdict,
-    Stage.ANALYZER: AnalyzerVerdict,
-    Stage.KERNEL_WRITER: KernelWriterVerdict,
-    Stage.HOST_BUILDER: HostBuildVerdict,
-    Stage.PERF_VALIDATOR: PerfVerdict,
-    Stage.IR_DIFF_ANALYST: DiffVerdict,
-    Stage.PERF_INVESTIGATOR: InvestigationVerdict,
-    Stage.FINAL_GATE: GateVerdict,
-}

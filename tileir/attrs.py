@@ -55,7 +55,7 @@ def squash(text: str) -> str:
         text = text.replace(opener + " ", opener)
     for closer in ")]}>,":
         text = text.replace(" " + closer, closer)
-    text = text.replace(" =", "=").replace("= ", "=")
+    text = text.replace(" =", "=").replace("= ", "=").replace(", ", ",")
     return text.replace(",", ", ")
 
 
@@ -149,7 +149,7 @@ def constant_value(angle_text: str) -> str:
 
 
 def identities_value(text: str, element_types: list[str]) -> str:
-    """`[0xFF800000 : f32]` or cutile-rs's `[-inf]` -> `[f32:0xff800000]`.
+    """`[0xFF800000 : f32]` or cutile-rs's `[-inf]` -> `[0xff800000 : f32]`.
     Untyped literals take the element type of the reduced operands, in order."""
     inner = text.strip()
     if inner.startswith("[") and inner.endswith("]"):
@@ -161,7 +161,11 @@ def identities_value(text: str, element_types: list[str]) -> str:
         type_name = type_name.strip()
         if not type_name and index < len(element_types):
             type_name = element_types[index]
-        out.append(scalar_literal(value, type_name) if type_name else value.strip())
+        if type_name:
+            literal = scalar_literal(value, type_name).split(":", 1)[1]
+            out.append(f"{literal} : {type_name}")
+        else:
+            out.append(value.strip())
     return "[" + ", ".join(out) + "]"
 
 

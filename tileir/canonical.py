@@ -39,8 +39,9 @@ class CanonicalModule:
 
 
 class _Printer:
-    def __init__(self, entry: Entry) -> None:
+    def __init__(self, entry: Entry, index: int) -> None:
         self.entry = entry
+        self.index = index
         self.resolved: Resolved = resolve(entry)
         self.names: dict[int, str] = {}
         self.counter = 0
@@ -60,7 +61,9 @@ class _Printer:
         for i, value in enumerate(self.resolved.entry_args):
             self.names[value] = f"%a{i}"
             args.append(f"%a{i}: {attrs.squash(self.entry.args[i].type)}")
-        self.lines.append(f"entry({', '.join(args)}){self.entry_attributes()} {{")
+        self.lines.append(
+            f"entry @entry{self.index}({', '.join(args)}){self.entry_attributes()} {{"
+        )
         self.region_ops(self.entry.body, 1)
         self.lines.append("}")
         return CanonicalEntry("\n".join(self.lines) + "\n", self.dead)
@@ -107,8 +110,13 @@ class _Printer:
         ]
         pad = INDENT * depth
         for index, region in enumerate(regions):
-            opener = line if index == 0 else f"{pad}}} else"
-            self.lines.append(opener + self.region_args(op, region, index) + " {")
+            args = self.region_args(op, region, index)
+            if index > 0:
+                self.lines.append(f"{pad}}} else{args} {{")
+            elif args:  # reduce/scan style: arguments on their own line
+                self.lines.extend([line, f"{pad}{args.strip()} {{"])
+            else:
+                self.lines.append(line + " {")
             self.region_ops(region, depth + 1)
         self.lines.append(f"{pad}}}")
 
@@ -150,8 +158,11 @@ class _Printer:
         token = body[index]
         following = body[index + 1] if index + 1 < len(body) else None
         keyed = token.kind is Kind.IDENT and following is not None and following.is_punct("=")
-        if keyed and token.text in ("identities", "optimization_hints"):
-            words.append(f"{token.text}=<{op.attributes.get(token.text, '')}>")
+        if keyed and token.text == "identities":
+            words.append(f"identities={op.attributes.get('identities', '')}")
+            return group_end(body, index + 2)
+        if keyed and token.text == "optimization_hints":
+            words.append(f"optimization_hints=<{op.attributes.get('optimization_hints', '')}>")
             return group_end(body, index + 2)
         if token.kind is Kind.IDENT and token.text == "rounding" and following is not None:
             words.append(f"rounding<{following.text}>")
@@ -189,7 +200,7 @@ def _is_empty(region: Region) -> bool:
 
 
 def canonicalize(module: Module) -> CanonicalModule:
-    return CanonicalModule([_Printer(entry).print() for entry in module.entries])
+    return CanonicalModule([_Printer(entry, i).print() for i, entry in enumerate(module.entries)])
 
 
 def canonical_text(module: Module) -> str:

@@ -117,10 +117,10 @@ class _AttributeReader:
             end = group_end(self.tokens, index + 2)
             self.set_keyed(token.text, self.tokens[index + 2 : end])
             return end
-        if token.kind is Kind.IDENT and token.text in attrs.VALUE_KEYWORDS and following:
-            if following.kind is Kind.IDENT:
-                self.attributes[token.text] = following.text
-                return index + 2
+        worded = token.kind is Kind.IDENT and token.text in attrs.VALUE_KEYWORDS
+        if worded and following is not None and following.kind is Kind.IDENT:
+            self.attributes[token.text] = following.text
+            return index + 2
         if token.kind is Kind.IDENT:
             self.read_word(token.text)
         elif token.kind is Kind.ANGLE:
@@ -168,7 +168,11 @@ class _AttributeReader:
         index = 0
         while index < len(tokens):
             token = tokens[index]
-            if token.kind is Kind.IDENT and index + 1 < len(tokens) and tokens[index + 1].is_punct("="):
+            if (
+                token.kind is Kind.IDENT
+                and index + 1 < len(tokens)
+                and tokens[index + 1].is_punct("=")
+            ):
                 end = group_end(tokens, index + 2)
                 self.set_keyed(token.text, tokens[index + 2 : end])
                 index = end
@@ -177,7 +181,13 @@ class _AttributeReader:
 
     def read_list(self, start: int, end: int) -> None:
         previous = self.tokens[start - 1] if start > 0 else None
-        if previous is not None and previous.kind is Kind.VALUE:
+        opener = self.tokens[start]
+        if (
+            previous is not None
+            and previous.kind is Kind.VALUE
+            and previous.line == opener.line
+            and previous.col + len(previous.text) == opener.col
+        ):
             return  # `%view[%i, %j]`: an index list, its values are operands
         self.attributes["permutation" if self.op_name == "permute" else "list"] = value_text(
             self.tokens[start:end]

@@ -53,8 +53,8 @@ class IRSyntaxError(ValueError):
 
 _SIMPLE = [
     (Kind.STRING, r'"(?:[^"\\\n]|\\.)*"'),
-    (Kind.VALUE, r"%[A-Za-z0-9_$.]+(?:#\d+)?"),
-    (Kind.SYMBOL, r'@(?:[A-Za-z0-9_$.]+|"(?:[^"\\\n]|\\.)*")'),
+    (Kind.VALUE, r"%[A-Za-z0-9_$.\-]+(?:#\d+)?"),  # `%cst_-1_i32` is a name
+    (Kind.SYMBOL, r'@(?:[A-Za-z0-9_$.\-]+|"(?:[^"\\\n]|\\.)*")'),
     (Kind.LABEL, r"\^[A-Za-z0-9_]+"),
     (Kind.ARROW, r"->"),
     (

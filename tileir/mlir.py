@@ -131,6 +131,7 @@ class Parser:
         attributes = self.parse_entry_attributes()
         self.expect("{")
         body = self.parse_region_body()
+        self.skip_loc()
         return Entry(symbol.strip('"'), args, attributes, body, keyword.line)
 
     def parse_typed_args(self, closer: str) -> list[BlockArg]:
@@ -171,7 +172,6 @@ class Parser:
             else:
                 region.blocks[-1].ops.append(self.parse_op())
         self.expect("}")
-        self.skip_loc()
         return region
 
     def parse_block_label(self, region: Region) -> Block:
@@ -253,14 +253,14 @@ class Parser:
             args = self.parse_typed_args(")")
             self.expect("{")
             op.regions.append(self.parse_region_body(args))
-            return
-        if not opens_region:
-            return
-        op.regions.append(self.parse_region_body(hdr.region_args(op)))
-        while self.at("else"):
-            self.take()
-            self.expect("{")
-            op.regions.append(self.parse_region_body())
+        elif opens_region:
+            op.regions.append(self.parse_region_body(hdr.region_args(op)))
+            while self.at("else"):
+                self.take()
+                self.expect("{")
+                op.regions.append(self.parse_region_body())
+        if op.regions:  # -g prints a region op's location after its last '}'
+            op.location = self.skip_loc() or op.location
 
     def next_line_opens_region_with_args(self, line: int) -> bool:
         """tileirdisasm prints reduce/scan region arguments on the next line:
@@ -290,7 +290,7 @@ def resolve_locations(module: Module, aliases: dict[str, str]) -> None:
                 op.location = _resolve_location(op.location, aliases)
 
 
-def _resolve_location(text: str, aliases: dict[str, str], depth: int = 0) -> str:
+def _resolve_location(text: str, aliases: dict[str, str], depth: int = 0) -> str | None:
     inner = text[4:-1] if text.startswith("loc(") else text
     if inner.startswith("#") and depth < 8:
         target = aliases.get(inner.split()[0])
@@ -299,6 +299,8 @@ def _resolve_location(text: str, aliases: dict[str, str], depth: int = 0) -> str
         if target.startswith("#cuda_tile.di_loc<"):
             target = target[len("#cuda_tile.di_loc<") :].split()[0]
         return _resolve_location(target, aliases, depth + 1)
+    if inner == "unknown":
+        return None
     return inner.replace('" :', '":').replace('"', "")
 
 

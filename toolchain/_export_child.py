@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from schemas.port_spec import EntrySymbol
 from schemas.reference_export import (
     ArrayArg,
     ArrayFacts,
@@ -133,8 +134,12 @@ def find_kernel(module: ModuleType, name: str, source: str) -> Any:
 
 
 def _kernel_location(kernel: Any) -> tuple[str, int]:
+    """The file and the `def` line of the kernel (its code starts at the decorator)."""
     code = kernel._pyfunc.__code__
-    return code.co_filename, code.co_firstlineno
+    line = code.co_firstlineno
+    while linecache.getline(code.co_filename, line).lstrip().startswith("@"):
+        line += 1
+    return code.co_filename, line
 
 
 def _check_parameters(kernel: Any, spec: Specialisation) -> list[str]:
@@ -189,7 +194,8 @@ def _constraint(arg: ArrayArg | ArrayListArg | ScalarArg | ConstantArg) -> Any:
     raise AssertionError(f"unhandled parameter kind {arg!r}")
 
 
-def _signature(kernel: Any, request: ExportRequest, spec: Specialisation) -> Any:
+def kernel_signature(kernel: Any, spec: Specialisation, entry_symbol: EntrySymbol) -> Any:
+    """The `KernelSignature` (symbol included) that compiles `kernel` for `spec`."""
     from cuda.tile.compilation import CallingConvention, KernelSignature
 
     names = _check_parameters(kernel, spec)
@@ -202,8 +208,8 @@ def _signature(kernel: Any, request: ExportRequest, spec: Specialisation) -> Any
         raise ChildFailure(
             _error("signature_mismatch", message, file, line, None, spec.variant)
         ) from None
-    if request.entry_symbol.naming == "fixed":
-        return signature.with_symbol(request.entry_symbol.symbol)
+    if entry_symbol.naming == "fixed":
+        return signature.with_symbol(entry_symbol.symbol)
     return signature.with_mangled_symbol(kernel._pyfunc.__name__)
 
 
@@ -250,7 +256,7 @@ def export_variant(
 ) -> VariantExport:
     from cuda.tile.compilation import export_kernel
 
-    signature = _signature(kernel, request, spec)
+    signature = kernel_signature(kernel, spec, request.entry_symbol)
     hinted = kernel.replace_hints(**spec.hints.as_kwargs()) if spec.hints else kernel
     names = {
         "bytecode": f"{spec.variant}.bytecode",

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 from schemas.port_spec import (
     ITEMSIZE,
@@ -60,11 +59,13 @@ BYTECODE_VERSION = "13.3"  # what cutile-rs writes; both sides must agree
 CUBIN_TARGETS = ("sm_90", "sm_100")
 RECORD_FILE = "export.json"
 
-# A launch records alignment facts up to 16: shapes and strides divisible by
-# 16 elements / 16 bytes, base pointers by 16 bytes. Larger powers add nothing.
-MAX_SHAPE_DIVISOR = 16
-MAX_ALIGNMENT_BYTES = 16
-INT32_MAX = 2**31 - 1
+# What a cuTile launch records about an array argument (checked against real
+# launches on an H200, tests/reference/data/launch_facts.json): each extent
+# and each non-unit stride is either known divisible by 16 (elements for
+# extents, bytes for strides) or nothing is known; the base address likewise
+# by 16 bytes. A unit stride becomes a constant; a zero stride on a dimension
+# longer than one means the array may alias itself.
+ALIGNMENT = 16
 
 
 class ReferenceExportError(Exception):
@@ -85,42 +86,32 @@ class SandboxLimits:
 # -- launch facts ------------------------------------------------------------------
 
 
-def _pow2_divisor(value: int, cap: int) -> int:
-    """The largest power of two dividing `value`, at most `cap` (zero divides by all)."""
-    if value == 0:
-        return cap
-    return min(value & -value, cap)
+def _stride_divisor(stride: int, itemsize: int) -> int:
+    """16 bytes counted in elements when the stride (in bytes) is a multiple of 16."""
+    if stride == 1 or (stride * itemsize) % ALIGNMENT:
+        return 1
+    return max(ALIGNMENT // itemsize, 1)
 
 
 def launch_facts(array: ResolvedArray) -> ArrayFacts:
     """The facts a cuTile launch derives from an argument of this shape and layout."""
     itemsize = ITEMSIZE[array.dtype]
-    stride_constant: list[int | None] = [1 if s == 1 else None for s in array.strides]
-    stride_divisible_by = []
-    for stride, constant in zip(array.strides, stride_constant, strict=True):
-        aligned_bytes = _pow2_divisor(stride * itemsize, MAX_ALIGNMENT_BYTES)
-        in_elements = aligned_bytes // itemsize if aligned_bytes % itemsize == 0 else 1
-        stride_divisible_by.append(1 if constant is not None else max(in_elements, 1))
-    base = _pow2_divisor(array.storage_offset * itemsize, MAX_ALIGNMENT_BYTES)
+    base_aligned = (array.storage_offset * itemsize) % ALIGNMENT == 0
     return ArrayFacts(
         dtype=array.dtype,
         ndim=len(array.shape),
-        index_dtype=_index_dtype(array),
-        shape_divisible_by=[_pow2_divisor(d, MAX_SHAPE_DIVISOR) for d in array.shape],
-        stride_divisible_by=stride_divisible_by,
-        stride_constant=stride_constant,
+        index_dtype="int32",  # cuTile's default; only an ArrayAnnotation asks for int64
+        shape_divisible_by=[ALIGNMENT if d % ALIGNMENT == 0 else 1 for d in array.shape],
+        stride_divisible_by=[_stride_divisor(s, itemsize) for s in array.strides],
+        stride_constant=[1 if s == 1 else None for s in array.strides],
         stride_lower_bound_incl=0,
-        base_addr_divisible_by=base,
+        base_addr_divisible_by=ALIGNMENT if base_aligned else 1,
+        may_alias_internally=any(
+            s == 0 and d > 1 for d, s in zip(array.shape, array.strides, strict=True)
+        ),
         example_shape=list(array.shape),
         example_strides=list(array.strides),
     )
-
-
-def _index_dtype(array: ResolvedArray) -> Literal["int32", "int64"]:
-    """int64 once an extent, a stride or the furthest element offset leaves int32."""
-    furthest = sum((d - 1) * s for d, s in zip(array.shape, array.strides, strict=True) if d)
-    biggest = max([furthest, *array.shape, *array.strides], default=0)
-    return "int64" if biggest > INT32_MAX else "int32"
 
 
 def specialise(resolved: ResolvedConfig) -> Specialisation:
@@ -337,8 +328,8 @@ def export_from_spec(
         spec = load_port_spec(spec_path)
         specs = specialisations(spec, variants)
     except PortSpecError as exc:
-        field, message = exc.problems[0] if exc.problems else ("", str(exc))
-        error = ExportError(kind="spec_error", message=f"{field}: {message}", file=str(spec_path))
+        message = "; ".join(f"{field}: {problem}" for field, problem in exc.problems)
+        error = ExportError(kind="spec_error", message=message, file=str(spec_path))
         raise ReferenceExportError(error) from None
     except ValueError as exc:
         error = ExportError(kind="spec_error", message=str(exc), file=str(spec_path))

@@ -5,7 +5,7 @@ written in one transaction."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -59,7 +59,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[str]: JSON()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[str]: JSON(),
+    }
 
 
 class Conversion(Base):

@@ -17,11 +17,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-
     op.create_table(
         "conversions",
         sa.Column("id", sa.String(length=32), nullable=False),
         sa.Column("operator", sa.String(length=200), nullable=False),
+        sa.Column("kernel", sa.String(length=200), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("outcome", sa.String(length=16), nullable=True),
         sa.Column("gate_verdict", sa.String(length=32), nullable=True),
@@ -255,7 +255,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-
     op.drop_table("ir_dumps")
     op.drop_table("stage_executions")
     with op.batch_alter_table("llm_usage", schema=None) as batch_op:

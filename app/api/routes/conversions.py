@@ -60,7 +60,7 @@ SUBMIT_BODY = {
                         },
                         "options": {
                             "type": "string",
-                            "description": "RunOptions as JSON, e.g. {\"no_gpu\": true}",
+                            "description": 'RunOptions as JSON, e.g. {"no_gpu": true}',
                         },
                     },
                 }

@@ -35,9 +35,18 @@ def check_artifact_root(context: ServiceContext) -> str:
     return "ok"
 
 
+def check_queue(context: ServiceContext) -> str:
+    context.dispatcher.ping()
+    return "ok"
+
+
 def readiness(context: ServiceContext) -> dict[str, str]:
     checks: dict[str, str] = {}
-    for name, check in (("database", check_database), ("artifacts", check_artifact_root)):
+    for name, check in (
+        ("database", check_database),
+        ("artifacts", check_artifact_root),
+        ("queue", check_queue),
+    ):
         try:
             checks[name] = check(context)
         except Exception as error:

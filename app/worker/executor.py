@@ -1,0 +1,174 @@
+"""Running one claimed conversion: the pipeline runs in a child process (see
+job.py) so that a cancel can stop it at any point, a crash of the pipeline
+cannot take the worker down, and the worker's process never runs the graph.
+While the child runs, this side renews the lease and watches for a cancel."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.conversions import record_event, run_dir
+from app.settings import Settings
+from app.storage.database import transaction
+from app.worker import queue
+from app.worker.checkpoints import prune
+from app.worker.ingest import SERVICE_DIR, ingest_run
+from app.worker.job import EXIT_BAD_REQUEST, EXIT_DONE, EXIT_PIPELINE_ERROR
+from schemas.api import ConversionStatus
+
+log = logging.getLogger("tileport.worker")
+
+KILL_GRACE_S = 10.0
+AfterTerminal = Callable[[str], None]
+
+
+def job_log(settings: Settings, conversion_id: str, attempt: int) -> Path:
+    # Outside the run layout's stage directories, which a fresh run empties.
+    folder = run_dir(settings, conversion_id) / SERVICE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"worker-{attempt}.log"
+
+
+def spawn_job(settings: Settings, claim: queue.Claim) -> subprocess.Popen[bytes]:
+    log_path = job_log(settings, claim.conversion_id, claim.worker_attempt)
+    command = [
+        sys.executable,
+        "-m",
+        "app.worker.job",
+        claim.conversion_id,
+        str(claim.worker_attempt),
+        "--parent-pid",
+        str(os.getpid()),
+    ]
+    with log_path.open("ab") as log_file:
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    assert child.stdin is not None
+    child.stdin.write(settings.model_dump_json().encode())
+    child.stdin.close()
+    return child
+
+
+def stop_job(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the job's process group (the pipeline's own tools too), then SIGKILL."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class Executor:
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: sessionmaker[Session],
+        after_terminal: AfterTerminal | None = None,
+        on_requeue: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.after_terminal = after_terminal
+        self.on_requeue = on_requeue
+
+    def run(self, claim: queue.Claim, stop: threading.Event) -> ConversionStatus | None:
+        """Run the job to its end. Returns the terminal status set, or None when the
+        conversion went back to the queue or another worker owns it now."""
+        child = spawn_job(self.settings, claim)
+        outcome = self.watch(claim, child, stop)
+        if outcome is not None:
+            self.finalize(claim.conversion_id)
+        return outcome
+
+    def watch(
+        self, claim: queue.Claim, child: subprocess.Popen[bytes], stop: threading.Event
+    ) -> ConversionStatus | None:
+        settings = self.settings
+        renew_every = settings.lease_s / 3
+        last_renewal = time.monotonic()
+        while True:
+            try:
+                code = child.wait(timeout=settings.poll_s)
+            except subprocess.TimeoutExpired:
+                pass
+            else:
+                return self.settle(claim, code)
+            if queue.cancel_requested(self.sessions, claim.conversion_id):
+                stop_job(child)
+                return self.mark(claim, ConversionStatus.CANCELLED, "cancelled while running")
+            if stop.is_set():
+                stop_job(child)
+                self.requeue(claim, "the worker shut down")
+                return None
+            if time.monotonic() - last_renewal >= renew_every:
+                if not queue.renew(self.sessions, claim, settings.lease_s):
+                    log.warning("lost the lease on %s; stopping its job", claim.conversion_id)
+                    stop_job(child)
+                    return None
+                last_renewal = time.monotonic()
+
+    def settle(self, claim: queue.Claim, code: int) -> ConversionStatus | None:
+        if code == EXIT_DONE:
+            return self.mark(claim, ConversionStatus.FINISHED)
+        if code == EXIT_PIPELINE_ERROR:
+            return self.mark(claim, ConversionStatus.ERROR)
+        if code == EXIT_BAD_REQUEST:
+            return self.mark(claim, ConversionStatus.ERROR, "the job could not load its request")
+        if queue.cancel_requested(self.sessions, claim.conversion_id):
+            return self.mark(claim, ConversionStatus.CANCELLED, "cancelled while running")
+        reason = f"the job process ended with code {code}"
+        if claim.worker_attempt >= self.settings.max_attempts:
+            return self.mark(claim, ConversionStatus.ERROR, reason)
+        self.requeue(claim, reason)
+        return None
+
+    def mark(
+        self, claim: queue.Claim, status: ConversionStatus, error: str | None = None
+    ) -> ConversionStatus | None:
+        return status if queue.finish(self.sessions, claim, status, error) else None
+
+    def requeue(self, claim: queue.Claim, reason: str) -> None:
+        if queue.requeue(self.sessions, claim, reason) and self.on_requeue is not None:
+            self.on_requeue(claim.conversion_id)
+
+    def finalize(self, conversion_id: str) -> None:
+        """Work after a terminal status; each step is logged, none undoes the status."""
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("ingest", lambda: ingest_run(self.sessions, self.settings, conversion_id)),
+            ("prune", lambda: prune(self.settings.resolved_database_url, conversion_id)),
+        ]
+        if self.after_terminal is not None:
+            hook = self.after_terminal
+            steps.append(("notify", lambda: hook(conversion_id)))
+        for name, step in steps:
+            try:
+                step()
+            except Exception as error:
+                log.exception("%s failed for %s", name, conversion_id)
+                with transaction(self.sessions) as session:
+                    record_event(
+                        session,
+                        f"finalize.{name}_failed",
+                        f"{type(error).__name__}: {error}"[:1000],
+                        conversion_id,
+                    )

@@ -1,0 +1,719 @@
+//! What every generated launcher shares: descriptor checks, the arithmetic of
+//! port-spec expressions, the device checks, the borrowed stream, the panic
+//! guard and the last error message.
+//!
+//! Ownership: a launcher only reads descriptors and passes their addresses to
+//! the kernel. Nothing here allocates device memory, copies data, or frees
+//! what the caller owns; the caller's stream is borrowed, never synchronised.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cutile::cuda_async::device_buffer::DevicePointer;
+use cutile::cuda_async::device_context::with_device;
+use cutile::cuda_async::device_operation::DeviceOp;
+use cutile::cuda_core::sys;
+use cutile::cuda_core::{Context, Stream};
+
+use super::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
+
+/// A refused or failed call: the status code returned and the message kept
+/// for `tileport_last_error`.
+#[derive(Debug)]
+pub struct AbiError {
+    pub status: Status,
+    pub message: String,
+}
+
+pub type AbiResult<T> = Result<T, AbiError>;
+
+pub fn fail<T>(status: Status, message: impl Into<String>) -> AbiResult<T> {
+    Err(AbiError {
+        status,
+        message: message.into(),
+    })
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn set_last_error(message: String) {
+    LAST_ERROR.with(|slot| *slot.borrow_mut() = message);
+}
+
+/// Runs one exported call: its status code, with any panic caught here so that
+/// none crosses the C boundary. The message of a failure is kept per thread.
+pub fn guard(symbol: &str, body: impl FnOnce() -> AbiResult<()>) -> i32 {
+    let outcome = catch_unwind(AssertUnwindSafe(body));
+    let error = match outcome {
+        Ok(Ok(())) => {
+            set_last_error(String::new());
+            return Status::Ok as i32;
+        }
+        Ok(Err(error)) => error,
+        Err(panic) => AbiError {
+            status: Status::Panic,
+            message: format!("panic: {}", panic_message(panic.as_ref())),
+        },
+    };
+    set_last_error(format!("{symbol}: {}", error.message));
+    error.status as i32
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_string()))
+        .unwrap_or_else(|| "unknown panic payload".to_string())
+}
+
+/// Copies the calling thread's last error message into `buffer` (NUL-terminated,
+/// truncated to `capacity - 1` bytes) and returns its full length in bytes.
+///
+/// # Safety
+/// `buffer` must be null or valid for writes of `capacity` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tileport_last_error(buffer: *mut c_char, capacity: usize) -> usize {
+    LAST_ERROR.with(|slot| {
+        let message = slot.borrow();
+        let bytes = message.as_bytes();
+        if !buffer.is_null() && capacity > 0 {
+            let copied = bytes.len().min(capacity - 1);
+            // SAFETY: the caller guarantees `capacity` writable bytes at `buffer`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), buffer.cast::<u8>(), copied);
+                *buffer.add(copied) = 0;
+            }
+        }
+        bytes.len()
+    })
+}
+
+/// Panics inside the guard, so a test can prove that no panic crosses the boundary.
+#[no_mangle]
+pub extern "C" fn tileport_selftest_panic() -> i32 {
+    guard("tileport_selftest_panic", || {
+        panic!("deliberate panic of the self-test");
+    })
+}
+
+// --- descriptors --------------------------------------------------------------------
+
+/// One checked array argument: a descriptor whose dtype is known, whose rank is
+/// the parameter's and whose extents and strides fit the kernel's `i32`.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorArg {
+    pub name: &'static str,
+    pub data: u64,
+    pub dtype: Dtype,
+    rank: usize,
+    shape: [i64; MAX_RANK],
+    strides: [i64; MAX_RANK],
+}
+
+/// Reads and checks a descriptor; no CUDA call.
+///
+/// # Safety
+/// `descriptor` must be null or point to a readable `Tensor`.
+pub unsafe fn tensor_arg(
+    descriptor: *const Tensor,
+    name: &'static str,
+    rank: usize,
+) -> AbiResult<TensorArg> {
+    // SAFETY: the caller passes null or a readable descriptor.
+    let Some(raw) = (unsafe { descriptor.as_ref() }) else {
+        return fail(
+            Status::NullDescriptor,
+            format!("descriptor `{name}` is null"),
+        );
+    };
+    let Some(dtype) = Dtype::from_code(raw.dtype) else {
+        return fail(
+            Status::UnknownDtype,
+            format!(
+                "`{name}` has dtype code {}, not in the ABI table",
+                raw.dtype
+            ),
+        );
+    };
+    if usize::try_from(raw.ndim).ok() != Some(rank) {
+        return fail(
+            Status::BadRank,
+            format!(
+                "`{name}` has ndim {}, the kernel takes rank {rank}",
+                raw.ndim
+            ),
+        );
+    }
+    for dim in 0..rank {
+        check_fits_i32(name, "shape", dim, raw.shape[dim], Status::BadShape)?;
+        check_fits_i32(name, "strides", dim, raw.strides[dim], Status::BadStride)?;
+    }
+    Ok(TensorArg {
+        name,
+        data: raw.data,
+        dtype,
+        rank,
+        shape: raw.shape,
+        strides: raw.strides,
+    })
+}
+
+fn check_fits_i32(name: &str, what: &str, dim: usize, value: i64, status: Status) -> AbiResult<()> {
+    if value < 0 || value > i64::from(i32::MAX) {
+        return fail(
+            status,
+            format!("`{name}.{what}[{dim}]` = {value} is outside 0..=i32::MAX"),
+        );
+    }
+    Ok(())
+}
+
+impl TensorArg {
+    pub fn dim(&self, dim: usize) -> i64 {
+        self.shape[dim]
+    }
+
+    pub fn stride(&self, dim: usize) -> i64 {
+        self.strides[dim]
+    }
+
+    /// The extent as the kernel's `i32`; `tensor_arg` checked that it fits.
+    pub fn shape_i32(&self, dim: usize) -> i32 {
+        self.shape[dim] as i32
+    }
+
+    /// The stride as the kernel's `i32`; `tensor_arg` checked that it fits.
+    pub fn stride_i32(&self, dim: usize) -> i32 {
+        self.strides[dim] as i32
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shape[..self.rank].contains(&0)
+    }
+
+    /// The address as the kernel's pointer argument.
+    ///
+    /// # Safety
+    /// The descriptor's address must hold elements of type `T` on the launch device.
+    pub unsafe fn device_pointer<T>(&self) -> DevicePointer<T> {
+        // SAFETY: forwarded from the caller; the pointer is only passed to the kernel.
+        unsafe { DevicePointer::from_cu_deviceptr(self.data) }
+    }
+
+    pub fn require_dim(&self, dim: usize, expected: i64, what: &str) -> AbiResult<()> {
+        if self.shape[dim] != expected {
+            return fail(
+                Status::BadShape,
+                format!(
+                    "`{}.shape[{dim}]` = {} but {what} = {expected}",
+                    self.name, self.shape[dim]
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The innermost dimension in memory must have unit stride (extents of 0 or 1
+    /// excepted, whose stride is never used).
+    pub fn require_unit_stride(&self, dim: usize) -> AbiResult<()> {
+        if self.strides[dim] != 1 && self.shape[dim] > 1 {
+            return fail(
+                Status::BadStride,
+                format!(
+                    "`{}.strides[{dim}]` = {}: the kernel needs unit stride there",
+                    self.name, self.strides[dim]
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn require_dtype(&self, allowed: &[Dtype]) -> AbiResult<()> {
+        if allowed.contains(&self.dtype) {
+            return Ok(());
+        }
+        let names: Vec<&str> = allowed.iter().map(|dtype| dtype.name()).collect();
+        fail(
+            Status::UnsupportedDtype,
+            format!(
+                "`{}` is {}; the port takes {}",
+                self.name,
+                self.dtype.name(),
+                names.join(", ")
+            ),
+        )
+    }
+
+    /// A base-address alignment (bytes) the port's kernel assumes.
+    pub fn require_address_divisible(&self, bytes: u64) -> AbiResult<()> {
+        if !self.data.is_multiple_of(bytes) && !self.is_empty() {
+            return fail(
+                Status::Misaligned,
+                format!(
+                    "`{}` at {:#x} is not {bytes}-byte aligned, as the port assumes",
+                    self.name, self.data
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// A divisibility of an extent or stride (elements) the port's kernel assumes.
+    pub fn require_divisible(&self, what: Extent, dim: usize, divisor: i64) -> AbiResult<()> {
+        let value = match what {
+            Extent::Shape => self.shape[dim],
+            Extent::Stride => self.strides[dim],
+        };
+        if value % divisor != 0 {
+            let field = match what {
+                Extent::Shape => "shape",
+                Extent::Stride => "strides",
+            };
+            return fail(
+                Status::Misaligned,
+                format!(
+                    "`{}.{field}[{dim}]` = {value} is not divisible by {divisor}, as the port assumes",
+                    self.name
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Extent {
+    Shape,
+    Stride,
+}
+
+/// Arrays that share one element type generic must agree on it.
+pub fn require_same_dtype(arrays: &[&TensorArg], generic: &str) -> AbiResult<Dtype> {
+    let first = arrays[0];
+    for other in &arrays[1..] {
+        if other.dtype != first.dtype {
+            return fail(
+                Status::UnsupportedDtype,
+                format!(
+                    "`{}` is {} but `{}` is {}; both take the element type {generic}",
+                    first.name,
+                    first.dtype.name(),
+                    other.name,
+                    other.dtype.name()
+                ),
+            );
+        }
+    }
+    Ok(first.dtype)
+}
+
+// --- the arithmetic of port-spec expressions (Python semantics, checked) ---------------
+
+fn overflow<T>(what: &str) -> AbiResult<T> {
+    fail(
+        Status::BadShape,
+        format!("{what} overflows 64-bit integers"),
+    )
+}
+
+pub fn add(a: i64, b: i64) -> AbiResult<i64> {
+    a.checked_add(b).map_or_else(|| overflow("an addition"), Ok)
+}
+
+pub fn sub(a: i64, b: i64) -> AbiResult<i64> {
+    a.checked_sub(b)
+        .map_or_else(|| overflow("a subtraction"), Ok)
+}
+
+pub fn mul(a: i64, b: i64) -> AbiResult<i64> {
+    a.checked_mul(b)
+        .map_or_else(|| overflow("a multiplication"), Ok)
+}
+
+fn nonzero(b: i64, what: &str) -> AbiResult<()> {
+    if b == 0 {
+        return fail(Status::BadShape, format!("{what} by zero"));
+    }
+    Ok(())
+}
+
+/// Python's `//`: rounds toward negative infinity.
+pub fn floordiv(a: i64, b: i64) -> AbiResult<i64> {
+    nonzero(b, "integer division")?;
+    let quotient = a
+        .checked_div(b)
+        .map_or_else(|| overflow("a division"), Ok)?;
+    let adjust = (a % b != 0) && ((a < 0) != (b < 0));
+    Ok(if adjust { quotient - 1 } else { quotient })
+}
+
+/// Python's `%`: the result has the divisor's sign.
+pub fn modulo(a: i64, b: i64) -> AbiResult<i64> {
+    nonzero(b, "modulo")?;
+    let remainder = a.checked_rem(b).map_or_else(|| overflow("a modulo"), Ok)?;
+    Ok(if remainder != 0 && ((remainder < 0) != (b < 0)) {
+        remainder + b
+    } else {
+        remainder
+    })
+}
+
+/// `cdiv(a, b)`: the ceiling of a / b.
+pub fn cdiv(a: i64, b: i64) -> AbiResult<i64> {
+    Ok(-floordiv(
+        a.checked_neg().map_or_else(|| overflow("a negation"), Ok)?,
+        b,
+    )?)
+}
+
+/// `next_pow2(n)`: 1 for n <= 1, else the least power of two >= n.
+pub fn next_pow2(n: i64) -> AbiResult<i64> {
+    if n <= 1 {
+        return Ok(1);
+    }
+    u64::try_from(n)
+        .ok()
+        .and_then(u64::checked_next_power_of_two)
+        .and_then(|value| i64::try_from(value).ok())
+        .map_or_else(|| overflow("next_pow2"), Ok)
+}
+
+pub fn pow(base: i64, exponent: i64) -> AbiResult<i64> {
+    let Ok(exponent) = u32::try_from(exponent) else {
+        return fail(
+            Status::BadShape,
+            format!("integer power with exponent {exponent}"),
+        );
+    };
+    base.checked_pow(exponent)
+        .map_or_else(|| overflow("a power"), Ok)
+}
+
+pub fn shift_left(a: i64, b: i64) -> AbiResult<i64> {
+    match u32::try_from(b) {
+        Ok(bits) if bits < 63 && a.checked_shl(bits).is_some_and(|v| v >> bits == a) => {
+            Ok(a << bits)
+        }
+        _ => overflow("a left shift"),
+    }
+}
+
+pub fn shift_right(a: i64, b: i64) -> AbiResult<i64> {
+    match u32::try_from(b) {
+        Ok(bits) => Ok(a.checked_shr(bits).unwrap_or(if a < 0 { -1 } else { 0 })),
+        Err(_) => fail(Status::BadShape, format!("right shift by {b}")),
+    }
+}
+
+pub fn true_div(a: f64, b: f64) -> AbiResult<f64> {
+    if b == 0.0 {
+        return fail(Status::BadShape, "division by zero");
+    }
+    Ok(a / b)
+}
+
+/// The largest power of two (at most 16) dividing `value`; 16 for zero. This is
+/// how a cuTile launch states the divisibility of an extent or stride.
+pub fn divisibility(value: i64) -> i64 {
+    1i64 << value.trailing_zeros().min(4)
+}
+
+/// A derived value passed to an `i32` kernel parameter or generic.
+pub fn to_i32(value: i64, what: &str) -> AbiResult<i32> {
+    i32::try_from(value).map_or_else(
+        |_| {
+            fail(
+                Status::BadShape,
+                format!("{what} = {value} does not fit the kernel's i32"),
+            )
+        },
+        Ok,
+    )
+}
+
+// --- generics, grid and plan -----------------------------------------------------------
+
+/// A generic argument of a kernel entry, as the launch passes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Generic {
+    Int(i64),
+    Bool(bool),
+    Element(Dtype),
+}
+
+impl Generic {
+    fn launch_text(self) -> AbiResult<String> {
+        match self {
+            Generic::Int(value) => Ok(value.to_string()),
+            Generic::Bool(value) => Ok(value.to_string()),
+            Generic::Element(dtype) => dtype.rust_element().map(str::to_string).map_or_else(
+                || {
+                    fail(
+                        Status::UnsupportedDtype,
+                        format!("{} has no cutile element type", dtype.name()),
+                    )
+                },
+                Ok,
+            ),
+        }
+    }
+
+    fn plan_value(self) -> i64 {
+        match self {
+            Generic::Int(value) => value,
+            Generic::Bool(value) => i64::from(value),
+            Generic::Element(dtype) => dtype as i64,
+        }
+    }
+}
+
+/// The generic argument strings of `.generics(...)`.
+pub fn generic_strings(generics: &[Generic]) -> AbiResult<Vec<String>> {
+    generics
+        .iter()
+        .map(|generic| generic.launch_text())
+        .collect()
+}
+
+/// The launch grid, or None when a dimension is zero (nothing to launch).
+pub fn launch_grid(grid: [i64; 3]) -> AbiResult<Option<(u32, u32, u32)>> {
+    const LIMITS: [i64; 3] = [(1 << 31) - 1, 65_535, 65_535];
+    for (axis, (&extent, &limit)) in grid.iter().zip(LIMITS.iter()).enumerate() {
+        if extent < 0 || extent > limit {
+            return fail(
+                Status::BadShape,
+                format!("grid[{axis}] = {extent} is outside 0..={limit}"),
+            );
+        }
+    }
+    if grid.contains(&0) {
+        return Ok(None);
+    }
+    Ok(Some((grid[0] as u32, grid[1] as u32, grid[2] as u32)))
+}
+
+/// Writes what a launch would do into the caller's plan struct.
+///
+/// # Safety
+/// `plan` must be null or valid for writing one `Plan`.
+pub unsafe fn write_plan(
+    plan: *mut Plan,
+    variant: usize,
+    grid: [i64; 3],
+    generics: &[Generic],
+) -> AbiResult<()> {
+    // SAFETY: the caller passes null or a writable plan.
+    let Some(out) = (unsafe { plan.as_mut() }) else {
+        return fail(Status::NullDescriptor, "the plan pointer is null");
+    };
+    if generics.len() > MAX_GENERICS {
+        return fail(
+            Status::Panic,
+            format!("{} generics exceed MAX_GENERICS", generics.len()),
+        );
+    }
+    let grid = launch_grid(grid)?.unwrap_or((0, 0, 0));
+    out.variant = variant as i32;
+    out.num_generics = generics.len() as i32;
+    out.grid = [grid.0, grid.1, grid.2];
+    out.reserved = 0;
+    out.generics = [0; MAX_GENERICS];
+    for (slot, generic) in out.generics.iter_mut().zip(generics) {
+        *slot = generic.plan_value();
+    }
+    Ok(())
+}
+
+// --- the device ------------------------------------------------------------------------
+
+/// The device every array of a call lives on, with its primary context (the one
+/// torch and cuTile Python use).
+pub struct Device {
+    pub ordinal: usize,
+    context: Arc<Context>,
+}
+
+fn driver(call: &str, code: sys::CUresult) -> AbiResult<()> {
+    if code == sys::cudaError_enum_CUDA_SUCCESS {
+        return Ok(());
+    }
+    fail(
+        Status::Device,
+        format!("{call} failed with CUDA error {code}"),
+    )
+}
+
+/// Finds the device of the arrays' data and checks the stream belongs to it.
+///
+/// # Safety
+/// `stream` must be null, a legacy/per-thread default stream handle, or a live CUstream.
+pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResult<Device> {
+    if !sys::is_cuda_driver_available() {
+        let reason = sys::cuda_driver_load_error()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        return fail(Status::Device, format!("no CUDA driver: {reason}"));
+    }
+    // SAFETY: plain driver call.
+    driver("cuInit", unsafe { sys::cuInit(0) })?;
+    let mut ordinal: Option<usize> = None;
+    for array in arrays.iter().filter(|array| !array.is_empty()) {
+        let found = unsafe { pointer_device(array)? };
+        match ordinal {
+            Some(first) if first != found => {
+                return fail(
+                    Status::Device,
+                    format!(
+                        "`{}` is on device {found} but `{}` is on device {first}",
+                        array.name, arrays[0].name
+                    ),
+                )
+            }
+            _ => ordinal = Some(found),
+        }
+    }
+    let ordinal = match ordinal {
+        Some(ordinal) => ordinal,
+        None => unsafe { stream_device(stream)? }.unwrap_or(0),
+    };
+    if let Some(stream_ordinal) = unsafe { stream_device(stream)? } {
+        if stream_ordinal != ordinal {
+            return fail(
+                Status::Device,
+                format!("the stream is on device {stream_ordinal}, the data on device {ordinal}"),
+            );
+        }
+    }
+    let context = with_device(ordinal, Arc::clone).map_err(|error| AbiError {
+        status: Status::Device,
+        message: format!("cannot open device {ordinal}: {error}"),
+    })?;
+    Ok(Device { ordinal, context })
+}
+
+/// The device ordinal of an array's data; host memory (pageable or pinned) is refused.
+unsafe fn pointer_device(array: &TensorArg) -> AbiResult<usize> {
+    if array.data == 0 {
+        return fail(
+            Status::Device,
+            format!("`{}` has a null data pointer", array.name),
+        );
+    }
+    let mut memory_type: u32 = 0;
+    let mut ordinal: i32 = -1;
+    let mut attributes = [
+        sys::CUpointer_attribute_enum_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        sys::CUpointer_attribute_enum_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    ];
+    let mut values: [*mut c_void; 2] = [
+        (&mut memory_type as *mut u32).cast(),
+        (&mut ordinal as *mut i32).cast(),
+    ];
+    // SAFETY: both output slots are live and sized as the driver documents.
+    let code = unsafe {
+        sys::cuPointerGetAttributes(
+            2,
+            attributes.as_mut_ptr(),
+            values.as_mut_ptr(),
+            array.data as sys::CUdeviceptr,
+        )
+    };
+    let on_device = memory_type == sys::CUmemorytype_enum_CU_MEMORYTYPE_DEVICE
+        || memory_type == sys::CUmemorytype_enum_CU_MEMORYTYPE_UNIFIED;
+    if code != sys::cudaError_enum_CUDA_SUCCESS || !on_device || ordinal < 0 {
+        return fail(
+            Status::Device,
+            format!(
+                "`{}` at {:#x} is not CUDA device memory (driver code {code}, memory type {memory_type})",
+                array.name, array.data
+            ),
+        );
+    }
+    Ok(ordinal as usize)
+}
+
+/// The legacy (1) and per-thread (2) default stream handles, and null, name no
+/// particular device: they run in the current context.
+fn is_default_stream(stream: *mut c_void) -> bool {
+    (stream as usize) <= 2
+}
+
+unsafe fn stream_device(stream: *mut c_void) -> AbiResult<Option<usize>> {
+    if is_default_stream(stream) {
+        return Ok(None);
+    }
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: the caller passes a live stream handle.
+    driver("cuStreamGetDevice", unsafe {
+        sys::cuStreamGetDevice(stream as sys::CUstream, &mut device)
+    })?;
+    let mut count: i32 = 0;
+    // SAFETY: plain driver call.
+    driver("cuDeviceGetCount", unsafe {
+        sys::cuDeviceGetCount(&mut count)
+    })?;
+    for candidate in 0..count {
+        let mut handle: sys::CUdevice = 0;
+        // SAFETY: plain driver call over valid ordinals.
+        driver("cuDeviceGet", unsafe {
+            sys::cuDeviceGet(&mut handle, candidate)
+        })?;
+        if handle == device {
+            return Ok(Some(candidate as usize));
+        }
+    }
+    fail(Status::Device, "the stream's device is not visible")
+}
+
+/// The number of SMs of the launch device (the `num_sms` of port-spec expressions).
+pub fn num_sms(device: &Device) -> AbiResult<i64> {
+    let mut count: i32 = 0;
+    // SAFETY: plain driver call on a device the context belongs to.
+    driver("cuDeviceGetAttribute", unsafe {
+        sys::cuDeviceGetAttribute(
+            &mut count,
+            sys::CUdevice_attribute_enum_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            device.context.cu_device(),
+        )
+    })?;
+    Ok(i64::from(count))
+}
+
+/// Borrowed stream wrappers, one per (device, handle), kept for the life of the
+/// process: dropping one would query the stream, which a CUDA graph capture forbids.
+type StreamCache = Mutex<HashMap<(usize, usize), Arc<Stream>>>;
+
+fn borrowed_stream(device: &Device, stream: *mut c_void) -> Arc<Stream> {
+    static STREAMS: OnceLock<StreamCache> = OnceLock::new();
+    let streams = STREAMS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut streams = streams
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    streams
+        .entry((device.ordinal, stream as usize))
+        // SAFETY: the caller owns the stream and keeps it alive across the call;
+        // the wrapper never destroys it (borrowed, not owned).
+        .or_insert_with(|| unsafe { Stream::borrow_raw(stream, &device.context) })
+        .clone()
+}
+
+/// Enqueues a kernel launch on the caller's stream and returns without waiting.
+///
+/// # Safety
+/// The launch's pointers must be device memory of `device` that stays valid until
+/// the kernel has run on `stream`.
+pub unsafe fn launch<Op: DeviceOp>(op: Op, device: &Device, stream: *mut c_void) -> AbiResult<()> {
+    let stream = borrowed_stream(device, stream);
+    // SAFETY: forwarded from the caller: the memory is the caller's and outlives
+    // the kernel; completion is established by the caller's own stream order.
+    match unsafe { op.async_on(&stream) } {
+        Ok(_) => Ok(()),
+        Err(error) => fail(Status::Launch, format!("launch failed: {error}")),
+    }
+}

@@ -1,0 +1,129 @@
+//! The launcher runtime without a GPU: port-spec arithmetic keeps Python's
+//! semantics (the expected values are what Python computes), overflow and
+//! division by zero are BAD_SHAPE statuses, descriptors are refused with their
+//! own status before any CUDA call, and a panic never crosses the boundary.
+
+use std::ptr;
+
+use tileport_kernels::ffi::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
+use tileport_kernels::ffi::runtime as rt;
+
+#[test]
+fn integer_division_and_modulo_follow_python() {
+    // Python: 7 // 2, -7 // 2, 7 // -2, -7 // -2 and the same with %.
+    let cases = [
+        (7, 2, 3, 1),
+        (-7, 2, -4, 1),
+        (7, -2, -4, -1),
+        (-7, -2, 3, -1),
+        (6, 3, 2, 0),
+    ];
+    for (a, b, quotient, remainder) in cases {
+        assert_eq!(rt::floordiv(a, b).unwrap(), quotient, "{a} // {b}");
+        assert_eq!(rt::modulo(a, b).unwrap(), remainder, "{a} % {b}");
+    }
+}
+
+#[test]
+fn cdiv_and_next_pow2_match_the_spec_language() {
+    assert_eq!(rt::cdiv(1000, 128).unwrap(), 8);
+    assert_eq!(rt::cdiv(1024, 128).unwrap(), 8);
+    assert_eq!(rt::cdiv(0, 128).unwrap(), 0);
+    assert_eq!(rt::cdiv(-5, 2).unwrap(), -2);
+    for (n, expected) in [(0, 1), (1, 1), (2, 2), (3, 4), (781, 1024), (1024, 1024)] {
+        assert_eq!(rt::next_pow2(n).unwrap(), expected, "next_pow2({n})");
+    }
+}
+
+#[test]
+fn overflow_and_division_by_zero_are_bad_shape() {
+    let status = |result: rt::AbiResult<i64>| result.unwrap_err().status;
+    assert_eq!(status(rt::floordiv(1, 0)), Status::BadShape);
+    assert_eq!(status(rt::modulo(1, 0)), Status::BadShape);
+    assert_eq!(status(rt::mul(i64::MAX, 2)), Status::BadShape);
+    assert_eq!(status(rt::add(i64::MAX, 1)), Status::BadShape);
+    assert_eq!(status(rt::next_pow2(i64::MAX)), Status::BadShape);
+    assert_eq!(status(rt::shift_left(1, 63)), Status::BadShape);
+    assert_eq!(status(rt::pow(2, -1)), Status::BadShape);
+    assert_eq!(rt::to_i32(1 << 31, "TILE_N").unwrap_err().status, Status::BadShape);
+}
+
+#[test]
+fn divisibility_is_what_a_cutile_launch_states() {
+    for (value, expected) in [(0, 16), (1, 1), (1000, 8), (781, 1), (4096, 16), (12, 4)] {
+        assert_eq!(rt::divisibility(value), expected, "divisibility({value})");
+    }
+}
+
+#[test]
+fn grids_are_bounded_and_empty_grids_launch_nothing() {
+    assert_eq!(rt::launch_grid([37, 1, 1]).unwrap(), Some((37, 1, 1)));
+    assert_eq!(rt::launch_grid([0, 1, 1]).unwrap(), None);
+    assert_eq!(rt::launch_grid([-1, 1, 1]).unwrap_err().status, Status::BadShape);
+    assert_eq!(rt::launch_grid([1, 65_536, 1]).unwrap_err().status, Status::BadShape);
+}
+
+fn descriptor(dtype: Dtype, shape: &[i64], strides: &[i64]) -> Tensor {
+    let mut tensor = Tensor {
+        data: 0x1_0000,
+        dtype: dtype as i32,
+        ndim: shape.len() as i32,
+        shape: [0; MAX_RANK],
+        strides: [0; MAX_RANK],
+    };
+    tensor.shape[..shape.len()].copy_from_slice(shape);
+    tensor.strides[..strides.len()].copy_from_slice(strides);
+    tensor
+}
+
+#[test]
+fn descriptors_are_checked_before_any_cuda_call() {
+    let refused = |tensor: &Tensor, rank: usize| unsafe {
+        rt::tensor_arg(tensor, "x", rank).unwrap_err().status
+    };
+    let good = descriptor(Dtype::Float32, &[4, 8], &[8, 1]);
+    assert!(unsafe { rt::tensor_arg(&good, "x", 2) }.is_ok());
+    assert_eq!(
+        unsafe { rt::tensor_arg(ptr::null(), "x", 2) }.unwrap_err().status,
+        Status::NullDescriptor
+    );
+    let mut unknown = good;
+    unknown.dtype = 99;
+    assert_eq!(refused(&unknown, 2), Status::UnknownDtype);
+    assert_eq!(refused(&good, 3), Status::BadRank);
+    let negative = descriptor(Dtype::Float32, &[-1, 8], &[8, 1]);
+    assert_eq!(refused(&negative, 2), Status::BadShape);
+    let huge = descriptor(Dtype::Float32, &[1 << 31, 8], &[8, 1]);
+    assert_eq!(refused(&huge, 2), Status::BadShape);
+    let backwards = descriptor(Dtype::Float32, &[4, 8], &[-8, 1]);
+    assert_eq!(refused(&backwards, 2), Status::BadStride);
+}
+
+#[test]
+fn a_panic_becomes_a_status_code() {
+    assert_eq!(
+        tileport_kernels::ffi::runtime::tileport_selftest_panic(),
+        Status::Panic as i32
+    );
+    let mut buffer = [0u8; 256];
+    let length = unsafe { rt::tileport_last_error(buffer.as_mut_ptr().cast(), buffer.len()) };
+    let message = std::str::from_utf8(&buffer[..length.min(255)]).unwrap();
+    assert!(message.contains("deliberate panic"), "{message}");
+}
+
+#[test]
+fn a_plan_reports_generics_and_refuses_a_null_plan() {
+    let generics = [rt::Generic::Int(1024), rt::Generic::Element(Dtype::Bfloat16)];
+    let mut plan = Plan {
+        variant: -1,
+        num_generics: 0,
+        grid: [0; 3],
+        reserved: 0,
+        generics: [0; MAX_GENERICS],
+    };
+    unsafe { rt::write_plan(&mut plan, 0, [37, 1, 1], &generics) }.unwrap();
+    assert_eq!(plan.grid, [37, 1, 1]);
+    assert_eq!(&plan.generics[..2], &[1024, Dtype::Bfloat16 as i64]);
+    let refused = unsafe { rt::write_plan(ptr::null_mut(), 0, [1, 1, 1], &generics) };
+    assert_eq!(refused.unwrap_err().status, Status::NullDescriptor);
+}

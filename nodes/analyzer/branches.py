@@ -1,0 +1,238 @@
+"""Branches of a kernel that only constants (or array dtypes) decide.
+
+cuTile Python prunes them at compile time, so each side is a different kernel
+structure. A port spec's variant must not cover configurations that take
+different sides: the Rust port cannot specialise that implicitly, so such a
+variant has to be split (PIPELINE.md: "branches on constants that change tile
+rank/shape/memory API become separate Rust entries"). Conditions are evaluated
+per configuration with a small interpreter over literals, constants,
+`x.dtype`, `ct.<dtype>`, arithmetic, comparisons and boolean operators;
+anything else leaves the branch undetermined rather than guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+Value = bool | int | float | str
+
+_DTYPE_ALIASES: Final = {"bool_": "bool"}
+_BINARY: Final[dict[type[ast.operator], Callable[[Any, Any], Any]]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Div: operator.truediv,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
+_COMPARE: Final[dict[type[ast.cmpop], Callable[[Any, Any], Any]]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.eq,
+    ast.IsNot: operator.ne,
+}
+
+
+class Undetermined(Exception):
+    """The condition needs something the interpreter does not know."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a configuration fixes: constant values and each array's dtype."""
+
+    constants: Mapping[str, bool | int | float]
+    array_dtypes: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ConstantBranch:
+    index: int
+    kind: str
+    line: int
+    condition: str
+    test: ast.expr
+    enclosing: tuple[tuple[int, bool], ...]
+    """(index of an enclosing constant branch, the side this one sits on)."""
+
+    def describe(self, file_name: str) -> str:
+        return f"`{self.kind} {self.condition}` ({file_name}:{self.line})"
+
+
+def collect_branches(
+    kernel: ast.FunctionDef,
+    *,
+    constants: set[str],
+    arrays: set[str],
+    cutile_modules: frozenset[str],
+) -> list[ConstantBranch]:
+    collector = _Collector(constants, arrays, cutile_modules)
+    collector.statements(kernel.body, ())
+    return collector.found
+
+
+class _Collector:
+    def __init__(self, constants: set[str], arrays: set[str], modules: frozenset[str]) -> None:
+        self.constants = constants
+        self.arrays = arrays
+        self.modules = modules
+        self.found: list[ConstantBranch] = []
+
+    def statements(self, body: list[ast.stmt], enclosing: tuple[tuple[int, bool], ...]) -> None:
+        for statement in body:
+            self._expressions(statement, enclosing)
+            if isinstance(statement, ast.If | ast.While):
+                kind = "if" if isinstance(statement, ast.If) else "while"
+                branch = self._branch(kind, statement.test, enclosing)
+                inner = enclosing if branch is None else (*enclosing, (branch.index, True))
+                outer = enclosing if branch is None else (*enclosing, (branch.index, False))
+                self.statements(statement.body, inner)
+                self.statements(statement.orelse, outer)
+            else:
+                for child in _child_bodies(statement):
+                    self.statements(child, enclosing)
+
+    def _expressions(self, statement: ast.stmt, enclosing: tuple[tuple[int, bool], ...]) -> None:
+        for child in ast.iter_child_nodes(statement):
+            if not isinstance(child, ast.expr):
+                continue
+            for node in ast.walk(child):
+                if isinstance(node, ast.IfExp):
+                    self._branch("conditional", node.test, enclosing)
+
+    def _branch(
+        self, kind: str, test: ast.expr, enclosing: tuple[tuple[int, bool], ...]
+    ) -> ConstantBranch | None:
+        if not self._decided_by_constants(test):
+            return None
+        branch = ConstantBranch(
+            index=len(self.found),
+            kind=kind,
+            line=test.lineno,
+            condition=ast.unparse(test),
+            test=test,
+            enclosing=enclosing,
+        )
+        self.found.append(branch)
+        return branch
+
+    def _decided_by_constants(self, test: ast.expr) -> bool:
+        """Only constants, literals, `array.dtype` and `ct.<name>` appear, and at
+        least one constant or dtype does (a literal `if True:` is no variant)."""
+        relevant = False
+        for node in ast.walk(test):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.value.id in self.arrays and node.attr == "dtype":
+                    relevant = True
+                elif node.value.id not in self.modules:
+                    return False
+            elif isinstance(node, ast.Name):
+                if node.id in self.constants:
+                    relevant = True
+                elif node.id not in self.arrays and node.id not in self.modules:
+                    return False
+            elif isinstance(node, ast.Call):
+                return False
+        return relevant
+
+
+def _child_bodies(statement: ast.stmt) -> Iterator[list[ast.stmt]]:
+    for name in ("body", "orelse", "finalbody"):
+        body = getattr(statement, name, None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            yield body
+    for handler in getattr(statement, "handlers", []):
+        yield handler.body
+
+
+# -- evaluation ----------------------------------------------------------------------
+
+
+def branch_outcome(branch: ConstantBranch, scope: Scope, modules: frozenset[str]) -> bool | None:
+    """The side a configuration takes: True (body), False (else), None if undetermined."""
+    try:
+        return bool(_evaluate(branch.test, scope, modules))
+    except (Undetermined, ArithmeticError, TypeError):
+        return None
+
+
+def reaches(
+    branch: ConstantBranch,
+    outcomes: Mapping[int, bool | None],
+) -> bool:
+    """Whether a configuration reaches the branch: every enclosing constant branch
+    takes the side it sits on (an undetermined one might)."""
+    return all(outcomes.get(index) in (side, None) for index, side in branch.enclosing)
+
+
+def _evaluate(node: ast.expr, scope: Scope, modules: frozenset[str]) -> Value:
+    match node:
+        case ast.Constant(value=bool() | int() | float() | str() as value):
+            return value
+        case ast.Name(id=name):
+            if name in scope.constants:
+                return scope.constants[name]
+            raise Undetermined(name)
+        case ast.Attribute(value=ast.Name(id=base), attr="dtype") if base in scope.array_dtypes:
+            return f"dtype:{scope.array_dtypes[base]}"
+        case ast.Attribute(value=ast.Name(id=base), attr=attr) if base in modules:
+            return f"dtype:{_DTYPE_ALIASES.get(attr, attr)}"
+        case ast.UnaryOp(op=ast.Not(), operand=operand):
+            return not _evaluate(operand, scope, modules)
+        case ast.UnaryOp(op=ast.USub(), operand=operand):
+            return -_number(_evaluate(operand, scope, modules))
+        case ast.BoolOp():
+            return _boolean(node, scope, modules)
+        case ast.BinOp(left=left, op=op, right=right) if type(op) in _BINARY:
+            return _number_result(
+                _BINARY[type(op)](_evaluate(left, scope, modules), _evaluate(right, scope, modules))
+            )
+        case ast.Compare():
+            return _compare(node, scope, modules)
+    raise Undetermined(ast.unparse(node))
+
+
+def _boolean(node: ast.BoolOp, scope: Scope, modules: frozenset[str]) -> Value:
+    is_and = isinstance(node.op, ast.And)
+    result: Value = is_and
+    for operand in node.values:
+        result = _evaluate(operand, scope, modules)
+        if bool(result) != is_and:
+            return result
+    return result
+
+
+def _compare(node: ast.Compare, scope: Scope, modules: frozenset[str]) -> bool:
+    left = _evaluate(node.left, scope, modules)
+    for op, comparator in zip(node.ops, node.comparators, strict=True):
+        if type(op) not in _COMPARE:
+            raise Undetermined(ast.unparse(node))
+        right = _evaluate(comparator, scope, modules)
+        if not _COMPARE[type(op)](left, right):
+            return False
+        left = right
+    return True
+
+
+def _number(value: Value) -> int | float:
+    if isinstance(value, str):
+        raise Undetermined(value)
+    return value
+
+
+def _number_result(value: object) -> Value:
+    if isinstance(value, bool | int | float | str):
+        return value
+    raise Undetermined(repr(value))

@@ -1,0 +1,493 @@
+"""How the C ABI of one operator binds to its port: the launcher's whole logic, as data.
+
+`bind_operator` reads the port spec, the reference kernel's signature (its
+parameter order) and the Rust kernel's entries, and decides for every variant:
+which Rust entry runs, which Rust parameter receives which descriptor field,
+what each generic argument is (a spec constant, a divisibility of an extent or
+stride derived at launch as cuTile does, or the element type), and which
+divisibilities the kernel assumes outright (preconditions the launcher checks).
+
+The generator turns a binding into Rust (`ffi_gen`); `plan_for` computes the
+same launch plan in Python from a resolved configuration, so tests can hold the
+library's own plan (`cutile_<op>_plan`) against it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from nodes.host_builder.abi import (
+    RUST_ELEMENT_TYPES,
+    SCALAR_C_TYPES,
+    DType,
+    OperatorAbi,
+    ScalarArg,
+)
+from nodes.host_builder.rust_entry import RustEntry, RustKernelModule, RustSourceError
+from schemas.port_spec import (
+    ArrayParam,
+    PortSpec,
+    ResolvedArray,
+    ResolvedConfig,
+    spec_relative,
+)
+from schemas.spec_expr import evaluate_int, names_in
+
+DEFAULT_NUM_SMS = 132
+
+
+class BindingError(ValueError):
+    """The port cannot be bound to a C ABI as it stands; the message says why."""
+
+
+class ExtentKind(StrEnum):
+    SHAPE = "shape"
+    STRIDE = "stride"
+
+
+@dataclass(frozen=True)
+class DimRule:
+    """One extent of an array: binds a dimension symbol, or is checked against an
+    expression of symbols bound earlier."""
+
+    dim: int
+    binds: str | None = None
+    expected: str | int | None = None
+
+
+@dataclass(frozen=True)
+class ArrayBinding:
+    name: str
+    rank: int
+    spec_dtypes: tuple[DType, ...]
+    unit_stride_dim: int | None
+    dims: tuple[DimRule, ...]
+
+
+@dataclass(frozen=True)
+class ParamSource:
+    """What one Rust entry parameter receives."""
+
+    kind: str  # "pointer", "shape", "stride", "scalar"
+    array: str | None = None
+    dim: int | None = None
+    scalar: str | None = None
+    pointee: str | None = None  # for pointers: a Rust element type or a type generic
+
+
+@dataclass(frozen=True)
+class GenericRule:
+    """What one generic argument of the entry is at launch."""
+
+    name: str
+    kind: str  # "constant", "divisibility", "element"
+    constant: str | None = None
+    array: str | None = None
+    extent: ExtentKind | None = None
+    dim: int | None = None
+    arrays: tuple[str, ...] = ()  # for "element": the arrays of that element type
+    const_type: str | None = None  # for "constant": the generic's Rust type
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A divisibility the kernel states as a literal: the arguments must meet it."""
+
+    array: str
+    kind: str  # "address" (bytes), "shape" or "stride" (elements)
+    dim: int | None
+    divisor: int
+
+
+@dataclass(frozen=True)
+class VariantBinding:
+    index: int
+    name: str
+    when: str
+    entry: str
+    constants: tuple[tuple[str, str, str | int | float | bool], ...]  # (name, type, value)
+    grid: tuple[str | int, str | int, str | int]
+    params: tuple[ParamSource, ...]
+    generics: tuple[GenericRule, ...]
+    preconditions: tuple[Precondition, ...]
+    allowed_dtypes: dict[str, tuple[DType, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OperatorBinding:
+    operator: str
+    spec_path: Path
+    kernel_path: Path
+    kernel_module: str
+    rust_module_path: str
+    arrays: tuple[ArrayBinding, ...]
+    scalars: tuple[ScalarArg, ...]
+    variants: tuple[VariantBinding, ...]
+    uses_num_sms: bool
+
+    @property
+    def abi(self) -> OperatorAbi:
+        return OperatorAbi(
+            name=self.operator,
+            arrays=tuple(array.name for array in self.arrays),
+            scalars=self.scalars,
+        )
+
+    def unsupported_dtypes(self) -> dict[str, list[str]]:
+        """Per array, the dtypes the spec allows but no variant of the port takes."""
+        missing: dict[str, list[str]] = {}
+        for array in self.arrays:
+            taken = {d for v in self.variants for d in v.allowed_dtypes.get(array.name, ())}
+            lacking = [d.spec_name for d in array.spec_dtypes if d not in taken]
+            if lacking:
+                missing[array.name] = lacking
+        return missing
+
+
+# --- reading the reference kernel's parameter order ----------------------------------
+
+
+def kernel_parameter_order(spec: PortSpec, spec_path: Path) -> list[str]:
+    """The `@ct.kernel` function's parameter names, in order."""
+    source = spec_relative(spec_path, spec.source)
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    except (OSError, SyntaxError) as exc:
+        raise BindingError(f"cannot read the reference kernel {source}: {exc}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == spec.kernel:
+            names = [arg.arg for arg in node.args.posonlyargs + node.args.args]
+            declared = set(spec.arrays) | set(spec.scalars) | set(spec.constants)
+            unknown = [name for name in names if name not in declared]
+            if unknown:
+                raise BindingError(f"kernel parameters {unknown} are not declared in the spec")
+            return names
+    raise BindingError(f"{source.name} defines no function {spec.kernel!r}")
+
+
+# --- binding ------------------------------------------------------------------------
+
+
+def _array_binding(name: str, param: ArrayParam, bound: set[str]) -> ArrayBinding:
+    if param.list_length is not None:
+        raise BindingError(f"array {name!r} is a list of arrays: the C ABI has no list yet")
+    if param.rank < 1:
+        raise BindingError(f"array {name!r} has rank 0: pass it as a scalar")
+    rules: list[DimRule] = []
+    for dim, extent in enumerate(param.shape):
+        if isinstance(extent, str) and extent.isidentifier() and extent not in bound:
+            bound.add(extent)
+            rules.append(DimRule(dim=dim, binds=extent))
+            continue
+        if isinstance(extent, str):
+            unbound = names_in(extent) - bound
+            if unbound:
+                raise BindingError(
+                    f"{name}.shape[{dim}] = {extent!r} uses {sorted(unbound)} before any "
+                    "array binds them"
+                )
+        rules.append(DimRule(dim=dim, expected=extent))
+    innermost = param.memory_order[-1] if param.memory_order else param.rank - 1
+    return ArrayBinding(
+        name=name,
+        rank=param.rank,
+        spec_dtypes=tuple(DType.from_spec_name(d) for d in param.dtypes),
+        unit_stride_dim=innermost,
+        dims=tuple(rules),
+    )
+
+
+def _entry_for(module: RustKernelModule, spec: PortSpec, variant: str, multi: bool) -> RustEntry:
+    candidates = [f"{spec.kernel}_{variant}", spec.kernel] if multi else [spec.kernel]
+    for name in candidates:
+        if any(entry.name == name for entry in module.entries):
+            return module.entry(name)
+    if len(module.entries) == 1 and not multi:
+        return module.entries[0]
+    raise BindingError(
+        f"no Rust entry for variant {variant!r}: expected one of {candidates} in {module.path.name}"
+    )
+
+
+def _param_sources(
+    spec: PortSpec, order: list[str], entry: RustEntry
+) -> tuple[ParamSource, ...]:
+    expected: list[ParamSource] = []
+    for name in order:
+        if name in spec.arrays:
+            rank = spec.arrays[name].rank
+            expected.append(ParamSource("pointer", array=name))
+            expected += [ParamSource("shape", array=name, dim=d) for d in range(rank)]
+            expected += [ParamSource("stride", array=name, dim=d) for d in range(rank)]
+        elif name in spec.scalars:
+            expected.append(ParamSource("scalar", scalar=name))
+    if len(expected) != len(entry.params):
+        raise BindingError(
+            f"entry {entry.name} takes {len(entry.params)} parameters; the cuTile calling "
+            f"convention of {order} gives {len(expected)} (pointer, shape, strides per array)"
+        )
+    sources: list[ParamSource] = []
+    for source, param in zip(expected, entry.params, strict=True):
+        if source.kind == "pointer":
+            if param.pointee is None:
+                raise BindingError(
+                    f"{entry.name}: parameter {param.name} should be a raw pointer for "
+                    f"array {source.array!r}, found `{param.rust_type}`"
+                )
+            sources.append(ParamSource("pointer", array=source.array, pointee=param.pointee))
+        elif source.kind in ("shape", "stride") and param.rust_type != "i32":
+            raise BindingError(
+                f"{entry.name}: parameter {param.name} ({source.kind} of {source.array}) "
+                f"must be i32, found `{param.rust_type}`"
+            )
+        elif source.kind == "scalar" and source.scalar is not None:
+            scalar = ScalarArg(source.scalar, DType.from_spec_name(spec.scalars[source.scalar].dtype))
+            if scalar.dtype not in SCALAR_C_TYPES or param.rust_type != scalar.rust_type:
+                raise BindingError(
+                    f"{entry.name}: scalar {source.scalar} ({scalar.dtype.spec_name}) cannot be "
+                    f"passed to parameter {param.name}: `{param.rust_type}`"
+                )
+            sources.append(source)
+        else:
+            sources.append(source)
+    return tuple(sources)
+
+
+def _allowed_dtypes(
+    spec: PortSpec, entry: RustEntry, sources: tuple[ParamSource, ...]
+) -> dict[str, tuple[DType, ...]]:
+    type_generics = {g.name for g in entry.generics if g.kind == "type"}
+    allowed: dict[str, tuple[DType, ...]] = {}
+    for source in sources:
+        if source.kind != "pointer" or source.array is None or source.pointee is None:
+            continue
+        spec_dtypes = [DType.from_spec_name(d) for d in spec.arrays[source.array].dtypes]
+        pointee = source.pointee.split("::")[-1]
+        if source.pointee in type_generics:
+            taken = [d for d in spec_dtypes if d in RUST_ELEMENT_TYPES]
+        else:
+            taken = [d for d in spec_dtypes if RUST_ELEMENT_TYPES.get(d) == pointee]
+        if not taken:
+            raise BindingError(
+                f"{entry.name}: array {source.array!r} is `*mut {source.pointee}`, which takes "
+                f"none of the spec's dtypes {spec.arrays[source.array].dtypes}"
+            )
+        allowed[source.array] = tuple(taken)
+    return allowed
+
+
+def _param_positions(sources: tuple[ParamSource, ...], entry: RustEntry) -> dict[str, ParamSource]:
+    return {param.name: source for param, source in zip(entry.params, sources, strict=True)}
+
+
+def _generic_rules(
+    spec: PortSpec, entry: RustEntry, sources: tuple[ParamSource, ...]
+) -> tuple[GenericRule, ...]:
+    by_param = _param_positions(sources, entry)
+    rules: list[GenericRule] = []
+    for generic in entry.generics:
+        if generic.kind == "type":
+            arrays = tuple(
+                s.array for s in sources if s.kind == "pointer" and s.pointee == generic.name and s.array
+            )
+            if not arrays:
+                raise BindingError(f"{entry.name}: type generic {generic.name} types no array")
+            rules.append(GenericRule(generic.name, "element", arrays=arrays))
+            continue
+        if generic.name in spec.constants:
+            if spec.constants[generic.name].type == "float":
+                raise BindingError(f"{entry.name}: constant {generic.name} is a float generic")
+            rules.append(
+                GenericRule(
+                    generic.name,
+                    "constant",
+                    constant=generic.name,
+                    const_type=generic.const_type,
+                )
+            )
+            continue
+        derived = _divisibility_rule(entry, generic.name, by_param)
+        if derived is None:
+            raise BindingError(
+                f"{entry.name}: const generic {generic.name} is neither a spec constant nor "
+                "the divisor of an `assume_div_by` on a shape or stride parameter"
+            )
+        rules.append(derived)
+    return tuple(rules)
+
+
+def _divisibility_rule(
+    entry: RustEntry, generic: str, by_param: dict[str, ParamSource]
+) -> GenericRule | None:
+    for assumption in entry.assumptions:
+        source = by_param.get(assumption.param)
+        if assumption.divisor != generic or source is None:
+            continue
+        if source.kind in ("shape", "stride") and source.array is not None:
+            return GenericRule(
+                generic,
+                "divisibility",
+                array=source.array,
+                extent=ExtentKind(source.kind),
+                dim=source.dim,
+            )
+    return None
+
+
+def _preconditions(
+    entry: RustEntry, sources: tuple[ParamSource, ...]
+) -> tuple[Precondition, ...]:
+    by_param = _param_positions(sources, entry)
+    found: list[Precondition] = []
+    for assumption in entry.assumptions:
+        divisor = assumption.literal
+        source = by_param.get(assumption.param)
+        if divisor is None or divisor <= 1 or source is None or source.array is None:
+            continue
+        kind = "address" if source.kind == "pointer" else source.kind
+        found.append(Precondition(source.array, kind, source.dim, divisor))
+    return tuple(dict.fromkeys(found))
+
+
+def _variant_constants(
+    spec: PortSpec, variant_constants: dict[str, str | int | float | bool]
+) -> tuple[tuple[str, str, str | int | float | bool], ...]:
+    constants: list[tuple[str, str, str | int | float | bool]] = []
+    for name, param in spec.constants.items():
+        value = variant_constants.get(name, param.default)
+        if value is None:
+            raise BindingError(
+                f"constant {name!r} has no default and the variant does not bind it: the "
+                "launcher cannot derive it"
+            )
+        constants.append((name, param.type, value))
+    return tuple(constants)
+
+
+def _check_config_constants(spec: PortSpec) -> None:
+    for config, _purpose in spec.all_configs():
+        if config.constants:
+            raise BindingError(
+                f"configuration {config.name!r} binds constants {sorted(config.constants)}; "
+                "the C launcher derives constants from the variant and defaults only"
+            )
+
+
+def bind_operator(
+    spec: PortSpec,
+    spec_path: Path,
+    kernel: RustKernelModule,
+    rust_module_path: str,
+) -> OperatorBinding:
+    """Decide how `cutile_<op>` launches the port; raises BindingError with the reason."""
+    _check_config_constants(spec)
+    order = kernel_parameter_order(spec, spec_path)
+    bound: set[str] = set()
+    arrays = tuple(
+        _array_binding(name, spec.arrays[name], bound) for name in order if name in spec.arrays
+    )
+    scalars = tuple(
+        ScalarArg(name, DType.from_spec_name(spec.scalars[name].dtype))
+        for name in order
+        if name in spec.scalars
+    )
+    multi = len(spec.variants) > 1
+    variants: list[VariantBinding] = []
+    for index, variant in enumerate(spec.variants):
+        try:
+            entry = _entry_for(kernel, spec, variant.name, multi)
+        except RustSourceError as exc:
+            raise BindingError(str(exc)) from None
+        sources = _param_sources(spec, order, entry)
+        grid = [*(variant.grid or spec.grid)] + [1] * (3 - len(variant.grid or spec.grid))
+        variants.append(
+            VariantBinding(
+                index=index,
+                name=variant.name,
+                when=variant.when,
+                entry=entry.name,
+                constants=_variant_constants(spec, dict(variant.constants)),
+                grid=(grid[0], grid[1], grid[2]),
+                params=sources,
+                generics=_generic_rules(spec, entry, sources),
+                preconditions=_preconditions(entry, sources),
+                allowed_dtypes=_allowed_dtypes(spec, entry, sources),
+            )
+        )
+    return OperatorBinding(
+        operator=spec.name,
+        spec_path=spec_path,
+        kernel_path=kernel.path,
+        kernel_module=kernel.module,
+        rust_module_path=rust_module_path,
+        arrays=arrays,
+        scalars=scalars,
+        variants=tuple(variants),
+        uses_num_sms=_uses_num_sms(spec),
+    )
+
+
+def _uses_num_sms(spec: PortSpec) -> bool:
+    texts: list[str] = [v.when for v in spec.variants]
+    texts += [g for v in spec.variants for g in (v.grid or []) if isinstance(g, str)]
+    texts += [g for g in spec.grid if isinstance(g, str)]
+    texts += [str(c.default) for c in spec.constants.values() if isinstance(c.default, str)]
+    texts += [c for v in spec.variants for c in v.constants.values() if isinstance(c, str)]
+    return any("num_sms" in names_in(text) for text in texts)
+
+
+# --- the plan, computed in Python -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    variant: int
+    grid: tuple[int, int, int]
+    generics: tuple[int, ...]
+    generic_texts: tuple[str, ...]
+
+
+def divisibility(value: int) -> int:
+    """The largest power of two (at most 16) dividing `value`; 16 for zero."""
+    if value == 0:
+        return 16
+    return min(value & -value, 16)
+
+
+def _generic_value(
+    rule: GenericRule, constants: dict[str, bool | int | float], arrays: dict[str, ResolvedArray]
+) -> tuple[int, str]:
+    if rule.kind == "constant" and rule.constant is not None:
+        value = constants[rule.constant]
+        if isinstance(value, bool):
+            return int(value), str(value).lower()
+        return int(value), str(int(value))
+    if rule.kind == "element":
+        dtype = DType.from_spec_name(arrays[rule.arrays[0]].dtype)
+        return int(dtype), RUST_ELEMENT_TYPES[dtype]
+    assert rule.array is not None and rule.dim is not None
+    array = arrays[rule.array]
+    extent = array.shape if rule.extent is ExtentKind.SHAPE else array.strides
+    value = divisibility(extent[rule.dim])
+    return value, str(value)
+
+
+def plan_for(binding: OperatorBinding, resolved: ResolvedConfig) -> LaunchPlan:
+    """The launch plan of one resolved configuration, as `cutile_<op>_plan` computes it."""
+    variant = next(v for v in binding.variants if v.name == resolved.variant)
+    env: dict[str, bool | int | float | str] = dict(resolved.dims)
+    env.update(resolved.constants)
+    env.update(resolved.scalars)
+    env["dtype"] = resolved.dtype
+    env["num_sms"] = DEFAULT_NUM_SMS
+    grid = tuple(evaluate_int(g, env) for g in variant.grid)
+    values = [_generic_value(r, resolved.constants, resolved.arrays) for r in variant.generics]
+    return LaunchPlan(
+        variant=variant.index,
+        grid=(grid[0], grid[1], grid[2]),
+        generics=tuple(v for v, _ in values),
+        generic_texts=tuple(t for _, t in values),
+    )

@@ -1,0 +1,322 @@
+"""Generates the Rust C-ABI launcher (`ffi/<op>.rs`) of one operator from its binding.
+
+The template (`templates/operator.rs.j2`) fixes the shape every launcher has;
+this module fills it: descriptor checks and dimension binding, per variant the
+dispatch condition, constants, dtype checks, assumed divisibilities, grid and
+generic arguments, and the launch of the variant's entry (one match arm per
+element-type combination when the entry is generic over element types).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from nodes.host_builder.abi import RUST_ELEMENT_TYPES, RUST_TYPE_PATHS, DType, camel
+from nodes.host_builder.binding import (
+    ArrayBinding,
+    BindingError,
+    ExtentKind,
+    GenericRule,
+    OperatorBinding,
+    ParamSource,
+    Precondition,
+    VariantBinding,
+)
+from nodes.host_builder.rust_expr import Kind, Transpiler, TranspileError, Variable
+from schemas.spec_expr import names_in
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+_INT_SCALARS = {DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8, DType.UINT16}
+_WIDE_SCALARS = {DType.UINT32, DType.UINT64}
+
+
+def _dim_var(symbol: str) -> str:
+    return f"d_{symbol.lower()}"
+
+
+def _const_var(name: str) -> str:
+    return f"c_{name.lower()}"
+
+
+def _scalar_field(name: str) -> str:
+    return f"s_{name.lower()}"
+
+
+def _scalar_variable(name: str, dtype: DType, prefix: str) -> Variable:
+    field = f"{prefix}{_scalar_field(name)}"
+    if dtype is DType.BOOL:
+        return Variable(field, Kind.BOOL)
+    if dtype in _INT_SCALARS or dtype is DType.UINT32:
+        return Variable(f"i64::from({field})", Kind.INT)
+    if dtype in _WIDE_SCALARS:
+        return Variable(f"({field} as i64)", Kind.INT)
+    return Variable(f"f64::from({field})", Kind.FLOAT)
+
+
+class _Generator:
+    def __init__(self, binding: OperatorBinding) -> None:
+        self.binding = binding
+        self.dims = [rule.binds for a in binding.arrays for rule in a.dims if rule.binds]
+        first = binding.arrays[0].name
+        self.base_vars: dict[str, Variable] = {
+            symbol: Variable(f"args.{_dim_var(symbol)}", Kind.INT) for symbol in self.dims
+        }
+        self.base_vars["dtype"] = Variable(f"args.{first}.dtype", Kind.DTYPE)
+        self.base_vars["num_sms"] = Variable("num_sms", Kind.INT)
+        self.imports = {"self as rt", "AbiResult", "Generic", "TensorArg"}
+
+    # -- check(): descriptors and dimensions ----------------------------------------
+
+    def check_lines(self) -> list[str]:
+        lines = [
+            f'let {a.name} = unsafe {{ rt::tensor_arg({a.name}, "{a.name}", {a.rank})? }};'
+            for a in self.binding.arrays
+        ]
+        lines += [
+            f"{a.name}.require_unit_stride({a.unit_stride_dim})?;"
+            for a in self.binding.arrays
+            if a.unit_stride_dim is not None
+        ]
+        local = Transpiler({s: Variable(_dim_var(s), Kind.INT) for s in self.dims})
+        for array in self.binding.arrays:
+            lines += self._dim_lines(array, local, set(self.dims))
+        return lines
+
+    def _dim_lines(self, array: ArrayBinding, local: Transpiler, dims: set[str]) -> list[str]:
+        lines: list[str] = []
+        for rule in array.dims:
+            if rule.binds:
+                lines.append(f"let {_dim_var(rule.binds)} = {array.name}.dim({rule.dim});")
+            elif _names(rule.expected) <= dims and rule.expected is not None:
+                code = self._expr(local, rule.expected, Kind.INT)
+                lines.append(
+                    f'{array.name}.require_dim({rule.dim}, {code}, "{rule.expected}")?;'
+                )
+        return lines
+
+    def args_fields(self) -> list[str]:
+        fields = [a.name for a in self.binding.arrays] + [_dim_var(s) for s in self.dims]
+        return fields + [f"{_scalar_field(s.name)}: {s.name}" for s in self.binding.scalars]
+
+    def extra_fields(self) -> list[str]:
+        fields = [f"{_dim_var(s)}: i64" for s in self.dims]
+        return fields + [f"{_scalar_field(s.name)}: {s.rust_type}" for s in self.binding.scalars]
+
+    # -- derive(): one block per variant ------------------------------------------------
+
+    def derive_body(self) -> list[str]:
+        """The statements of derive(): the first variant whose condition holds wins;
+        an unconditional variant ends the chain."""
+        lines: list[str] = []
+        for variant in self.binding.variants:
+            condition, body = self._variant(variant)
+            if condition == "true":
+                return lines + body + [_derived(variant.index)]
+            lines.append(f"if {condition} {{")
+            lines += [f"    {line}" for line in body + [f"return {_derived(variant.index)};"]]
+            lines.append("}")
+        return lines + ['rt::fail(Status::BadShape, "no variant\'s dispatch condition holds")']
+
+    def _variant(self, variant: VariantBinding) -> tuple[str, list[str]]:
+        condition = self._expr(Transpiler(self.base_vars), variant.when, Kind.BOOL)
+        variables = dict(self.base_vars)
+        variables.update(
+            {s.name: _scalar_variable(s.name, s.dtype, "args.") for s in self.binding.scalars}
+        )
+        body: list[str] = []
+        for name, kind, value in variant.constants:
+            want = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}[kind]
+            code = self._expr(Transpiler(variables), value, want)
+            body.append(f"let {_const_var(name)}: {want.value} = {code};")
+            variables[name] = Variable(_const_var(name), want)
+        body += self._deferred_dim_checks(Transpiler(variables))
+        body += self._dtype_lines(variant)
+        body += [self._precondition_line(p) for p in variant.preconditions]
+        grid = ", ".join(self._expr(Transpiler(variables), g, Kind.INT) for g in variant.grid)
+        body.append(f"let grid = [{grid}];")
+        body.append("rt::launch_grid(grid)?;")
+        generics = ", ".join(self._generic_code(variant, rule) for rule in variant.generics)
+        body.append(f"let generics = vec![{generics}];")
+        return condition, _underscore_unused_constants(body)
+
+    def _deferred_dim_checks(self, transpiler: Transpiler) -> list[str]:
+        lines: list[str] = []
+        for array in self.binding.arrays:
+            for rule in array.dims:
+                if rule.binds or rule.expected is None or _names(rule.expected) <= set(self.dims):
+                    continue
+                code = self._expr(transpiler, rule.expected, Kind.INT)
+                lines.append(
+                    f'args.{array.name}.require_dim({rule.dim}, {code}, "{rule.expected}")?;'
+                )
+        return lines
+
+    def _dtype_lines(self, variant: VariantBinding) -> list[str]:
+        lines = []
+        for array, dtypes in variant.allowed_dtypes.items():
+            listed = ", ".join(f"Dtype::{camel(d.name)}" for d in dtypes)
+            lines.append(f"args.{array}.require_dtype(&[{listed}])?;")
+        for rule in variant.generics:
+            if rule.kind == "element" and len(rule.arrays) > 1:
+                refs = ", ".join(f"&args.{a}" for a in rule.arrays)
+                lines.append(f'rt::require_same_dtype(&[{refs}], "{rule.name}")?;')
+        return lines
+
+    def _precondition_line(self, pre: Precondition) -> str:
+        if pre.kind == "address":
+            return f"args.{pre.array}.require_address_divisible({pre.divisor})?;"
+        self.imports.add("Extent")
+        extent = "Extent::Shape" if pre.kind == "shape" else "Extent::Stride"
+        return f"args.{pre.array}.require_divisible({extent}, {pre.dim}, {pre.divisor})?;"
+
+    def _generic_code(self, variant: VariantBinding, rule: GenericRule) -> str:
+        if rule.kind == "element":
+            return f"Generic::Element(args.{rule.arrays[0]}.dtype)"
+        if rule.kind == "divisibility":
+            accessor = "dim" if rule.extent is ExtentKind.SHAPE else "stride"
+            return f"Generic::Int(rt::divisibility(args.{rule.array}.{accessor}({rule.dim})))"
+        assert rule.constant is not None
+        value = _const_var(rule.constant)
+        if rule.const_type == "bool":
+            return f"Generic::Bool({value})"
+        if rule.const_type == "i32":
+            return f'Generic::Int(i64::from(rt::to_i32({value}, "{rule.name}")?))'
+        if rule.const_type == "i64":
+            return f"Generic::Int({value})"
+        raise BindingError(
+            f"{variant.entry}: const generic {rule.name} has type {rule.const_type}; "
+            "the launcher passes i32, i64 or bool"
+        )
+
+    # -- launch(): one arm per variant ---------------------------------------------------
+
+    def launch_arm(self, variant: VariantBinding) -> str:
+        element_rules = [r for r in variant.generics if r.kind == "element"]
+        if not element_rules:
+            call = self._launch_call(variant, {})
+            return f"        {variant.index} => {{\n{_indent(call, 12)}\n        }}"
+        choices = [
+            [(rule, d) for d in variant.allowed_dtypes[rule.arrays[0]]] for rule in element_rules
+        ]
+        scrutinee = ", ".join(f"args.{rule.arrays[0]}.dtype" for rule in element_rules)
+        arms: list[str] = []
+        for combination in itertools.product(*choices):
+            pattern = ", ".join(f"Dtype::{camel(d.name)}" for _, d in combination)
+            types = {rule.name: _rust_type(d) for rule, d in combination}
+            call = self._launch_call(variant, types)
+            arms.append(f"    ({pattern},) => {{\n{_indent(call, 8)}\n    }}")
+        arms.append(
+            '    _ => rt::fail(Status::UnsupportedDtype, "no entry for these element types"),'
+        )
+        body = f"match ({scrutinee},) {{\n" + "\n".join(arms) + "\n}"
+        return f"        {variant.index} => {{\n{_indent(body, 12)}\n        }}"
+
+    def _launch_call(self, variant: VariantBinding, types: dict[str, str]) -> str:
+        arguments = [self._argument(source, types) for source in variant.params]
+        joined = ",\n".join(f"        {argument}" for argument in arguments)
+        return (
+            "// SAFETY: the descriptors passed every check; their memory is the caller's.\n"
+            "let op = unsafe {\n"
+            f"    kernel::{variant.entry}(\n{joined},\n    )\n"
+            "}\n"
+            ".grid(grid)\n"
+            ".generics(generics);\n"
+            "// SAFETY: forwarded from the caller.\n"
+            "unsafe { rt::launch(op, device, stream) }"
+        )
+
+    def _argument(self, source: ParamSource, types: dict[str, str]) -> str:
+        if source.kind == "pointer":
+            pointee = source.pointee or ""
+            element = types.get(pointee, RUST_TYPE_PATHS.get(pointee, pointee))
+            return f"args.{source.array}.device_pointer::<{element}>()"
+        if source.kind == "shape":
+            return f"args.{source.array}.shape_i32({source.dim})"
+        if source.kind == "stride":
+            return f"args.{source.array}.stride_i32({source.dim})"
+        return f"args.{_scalar_field(source.scalar or '')}"
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _expr(self, transpiler: Transpiler, value: str | int | float | bool, want: Kind) -> str:
+        try:
+            return transpiler.expression(value, want)
+        except TranspileError as exc:
+            raise BindingError(str(exc)) from None
+
+
+def _derived(index: int) -> str:
+    return f"Ok(Derived {{ variant: {index}, grid, generics }})"
+
+
+def _names(expected: str | int | None) -> set[str]:
+    return names_in(expected) if isinstance(expected, str) else set()
+
+
+def _rust_type(dtype: DType) -> str:
+    name = RUST_ELEMENT_TYPES[dtype]
+    return RUST_TYPE_PATHS.get(name, name)
+
+
+def _indent(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line if line else line for line in text.splitlines())
+
+
+def _underscore_unused_constants(lines: list[str]) -> list[str]:
+    """A constant the launcher derives but nothing reads (the spec needs it for the
+    reference, the port does not) is bound as `_c_name`."""
+    result: list[str] = []
+    for index, line in enumerate(lines):
+        match = re.match(r"let (c_\w+):", line)
+        if match:
+            name = match.group(1)
+            later = "\n".join(lines[index + 1 :])
+            if not re.search(rf"\b{name}\b", later):
+                line = line.replace(f"let {name}:", f"let _{name}:", 1)
+        result.append(line)
+    return result
+
+
+def generate_operator_rs(binding: OperatorBinding) -> str:
+    """The text of `ffi/<op>.rs` for one operator."""
+    generator = _Generator(binding)
+    check_lines = generator.check_lines()
+    derive_body = generator.derive_body()
+    launch_arms = [generator.launch_arm(v) for v in binding.variants]
+    c_params = [f"{a.name}: *const Tensor" for a in binding.arrays]
+    c_params += [f"{s.name}: {s.rust_type}" for s in binding.scalars]
+    order = ["self as rt", "AbiResult", "Extent", "Generic", "TensorArg"]
+    environment = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    text = environment.get_template("operator.rs.j2").render(
+        spec_name=binding.spec_path.name,
+        kernel_name=binding.kernel_path.name,
+        kernel_fn=", ".join(sorted({v.entry for v in binding.variants})),
+        symbol=binding.abi.symbol,
+        plan_symbol=binding.abi.plan_symbol,
+        rust_module_path=binding.rust_module_path,
+        runtime_imports=", ".join(name for name in order if name in generator.imports),
+        arrays=[a.name for a in binding.arrays],
+        extra_fields=generator.extra_fields(),
+        args_fields=generator.args_fields(),
+        check_lines=check_lines,
+        derive_body=derive_body,
+        launch_arms=launch_arms,
+        c_params=", ".join(c_params),
+        c_params_sep=", " if c_params else "",
+        call_args=", ".join([a.name for a in binding.arrays] + [s.name for s in binding.scalars]),
+        device_arrays=", ".join(f"&args.{a.name}" for a in binding.arrays),
+        uses_num_sms=binding.uses_num_sms,
+        num_sms_param="num_sms" if binding.uses_num_sms else "_num_sms",
+    )
+    return text

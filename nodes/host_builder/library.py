@@ -1,0 +1,528 @@
+"""The aggregated kernel library: its generated C ABI, its wrapper, its build.
+
+Layout inside the `ported` crate (everything under `src/ffi/` except
+`runtime.rs` is generated; `operators.json` lists the operators):
+
+    src/ffi/mod.rs          module list, the cdef and its fingerprint
+    src/ffi/abi.rs          structs and codes (from abi.py)
+    src/ffi/runtime.rs      hand-written checks, device, stream, panic guard
+    src/ffi/<op>.rs         one launcher per operator (from its port spec)
+    src/ffi/operators.json  the manifest
+    python/tileport_kernels.py   the cffi wrapper
+    tests/pipeline/         the plain-Rust pipeline check, one module per operator
+
+Generation and build run under one file lock, so concurrent host stages
+never interleave writes or builds. The build is lazy: `ensure_built` rebuilds
+only when a kernel or manifest source is newer than the library.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from nodes.host_builder import abi
+from nodes.host_builder.binding import OperatorBinding, bind_operator, divisibility, plan_for
+from nodes.host_builder.ffi_gen import TEMPLATES, generate_operator_rs
+from nodes.host_builder.rust_entry import parse_kernel_source
+from schemas.gpu import (
+    LIBRARY_FILE,
+    LibraryArray,
+    LibraryDim,
+    LibraryManifest,
+    LibraryOperator,
+    LibraryScalar,
+)
+from schemas.port_spec import ITEMSIZE, load_port_spec
+from toolchain.env import KERNELS_RS, REPO_ROOT, cache_dir, cargo_target_dir, toolchain_env
+
+CRATE_DIR = KERNELS_RS / "ported"
+SRC_DIR = CRATE_DIR / "src"
+FFI_DIR = SRC_DIR / "ffi"
+MANIFEST_PATH = FFI_DIR / "operators.json"
+WRAPPER_PATH = CRATE_DIR / "python" / "tileport_kernels.py"
+PIPELINE_DIR = CRATE_DIR / "tests" / "pipeline"
+CRATE_PACKAGE = "tileport-kernels"
+BUILD_TIMEOUT_S = 1800
+
+
+class LibraryBuildError(RuntimeError):
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+# --- locking and staleness ----------------------------------------------------------
+
+
+@contextmanager
+def library_lock() -> Iterator[None]:
+    """Exclusive across processes: generation and builds of the library."""
+    path = cache_dir() / "locks" / "kernels-library.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def library_path() -> Path:
+    return cargo_target_dir() / "release" / LIBRARY_FILE
+
+
+def source_files() -> list[Path]:
+    """What the library is built from: kernel and launcher sources and the manifests."""
+    files = sorted(SRC_DIR.rglob("*.rs")) + [MANIFEST_PATH]
+    files += [CRATE_DIR / "Cargo.toml", KERNELS_RS / "Cargo.toml", KERNELS_RS / "Cargo.lock"]
+    return [path for path in files if path.exists()]
+
+
+def is_stale(library: Path | None = None) -> bool:
+    target = library or library_path()
+    if not target.exists():
+        return True
+    built = target.stat().st_mtime
+    return any(path.stat().st_mtime > built for path in source_files())
+
+
+def build_library(log_path: Path | None = None) -> Path:
+    """`cargo build --release` of the crate's library (call under `library_lock`)."""
+    command = [
+        "cargo",
+        "build",
+        "--release",
+        "--manifest-path",
+        str(KERNELS_RS / "Cargo.toml"),
+        "-p",
+        CRATE_PACKAGE,
+        "--lib",
+    ]
+    log = _run_cargo(command, log_path)
+    target = library_path()
+    if not target.exists():
+        raise LibraryBuildError(f"cargo reported success but {target} is missing", log)
+    # cargo leaves an up-to-date file untouched; mark it as newer than its sources.
+    os.utime(target)
+    return target
+
+
+def _run_cargo(command: list[str], log_path: Path | None) -> str:
+    try:
+        done = subprocess.run(
+            command,
+            env=toolchain_env(),
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise LibraryBuildError("cargo is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise LibraryBuildError(f"{' '.join(command[:3])} timed out") from None
+    log = f"$ {' '.join(command)}\n{done.stdout}{done.stderr}"
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(log, encoding="utf-8")
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+        raise LibraryBuildError(
+            f"{' '.join(command[:2])} failed: {errors[0] if errors else 'see the log'}", log
+        )
+    return log
+
+
+def ensure_built(log_path: Path | None = None) -> Path:
+    """The library, rebuilt first (under the lock) if any source is newer."""
+    with library_lock():
+        if is_stale():
+            return build_library(log_path)
+        return library_path()
+
+
+def load_wrapper(path: Path = WRAPPER_PATH) -> ModuleType:
+    """Imports a generated wrapper from its file; each file gets its own module name."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(f"tileport_kernels_{digest}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_pipeline_check(operator: str, log_path: Path | None = None) -> str:
+    """Runs the operator's plain-Rust pipeline check (cargo test); returns the log."""
+    command = [
+        "cargo",
+        "test",
+        "--release",
+        "--manifest-path",
+        str(KERNELS_RS / "Cargo.toml"),
+        "-p",
+        CRATE_PACKAGE,
+        "--test",
+        "pipeline",
+        "--",
+        f"{operator}::",
+    ]
+    with library_lock():
+        return _run_cargo(command, log_path)
+
+
+# --- the manifest ------------------------------------------------------------------------
+
+
+def read_manifest() -> LibraryManifest:
+    if not MANIFEST_PATH.exists():
+        return LibraryManifest(abi_version=abi.ABI_VERSION)
+    return LibraryManifest.model_validate_json(MANIFEST_PATH.read_text(encoding="utf-8"))
+
+
+def operator_entry(binding: OperatorBinding) -> LibraryOperator:
+    arrays = []
+    for array in binding.arrays:
+        taken = {d for v in binding.variants for d in v.allowed_dtypes.get(array.name, ())}
+        arrays.append(
+            LibraryArray(
+                name=array.name,
+                rank=array.rank,
+                dtypes=[d.spec_name for d in array.spec_dtypes if d in taken],
+                spec_dtypes=[d.spec_name for d in array.spec_dtypes],
+                unit_stride_dim=array.unit_stride_dim,
+                dims=[
+                    LibraryDim(
+                        binds=rule.binds,
+                        equals=None if rule.expected is None else str(rule.expected),
+                    )
+                    for rule in array.dims
+                ],
+            )
+        )
+    return LibraryOperator(
+        name=binding.operator,
+        spec=_repo_relative(binding.spec_path),
+        kernel=binding.kernel_path.resolve().relative_to(SRC_DIR.resolve()).as_posix(),
+        rust_module_path=binding.rust_module_path,
+        arrays=arrays,
+        scalars=[LibraryScalar(name=s.name, dtype=s.dtype.spec_name) for s in binding.scalars],
+    )
+
+
+def _repo_relative(path: Path) -> str:
+    return path.resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+
+
+def binding_of(operator: LibraryOperator) -> OperatorBinding:
+    """Re-derive an operator's binding from its spec and kernel source."""
+    spec_path = REPO_ROOT / operator.spec
+    kernel = parse_kernel_source(SRC_DIR / operator.kernel)
+    return bind_operator(load_port_spec(spec_path), spec_path, kernel, operator.rust_module_path)
+
+
+# --- generation ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GeneratedLibrary:
+    manifest: LibraryManifest
+    cdef: str
+    fingerprint: int
+    written: list[Path]
+
+
+def _environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def mod_rs(bindings: list[OperatorBinding], cdef: str) -> str:
+    modules = "\n".join(f"pub mod {b.operator};" for b in sorted(bindings, key=lambda b: b.operator))
+    if "\"#" in cdef:
+        raise ValueError("the cdef cannot hold '\"#'")
+    return (
+        "//! @generated by nodes/host_builder/library.py: the C ABI of the aggregated library,\n"
+        "//! one launcher module per operator. Do not edit.\n\n"
+        "use std::ffi::{c_char, CStr};\n\n"
+        "pub mod abi;\n"
+        "pub mod runtime;\n\n"
+        f"{modules}\n\n"
+        "/// The cffi declarations of this library, the single source of truth of its ABI.\n"
+        f'pub static CDEF: &CStr = cr#"{cdef}"#;\n\n'
+        "/// The fingerprint of CDEF; the Python wrapper refuses a library whose differs.\n"
+        f"pub const FINGERPRINT: u64 = {abi.fingerprint(cdef):#x};\n\n"
+        "/// The fingerprint of the cdef this library was generated from.\n"
+        "#[no_mangle]\n"
+        'pub extern "C" fn tileport_abi_fingerprint() -> u64 {\n'
+        "    FINGERPRINT\n"
+        "}\n\n"
+        "/// The cdef itself, NUL-terminated, owned by the library.\n"
+        "#[no_mangle]\n"
+        'pub extern "C" fn tileport_cdef() -> *const c_char {\n'
+        "    CDEF.as_ptr()\n"
+        "}\n"
+    )
+
+
+def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
+    functions = []
+    for op in manifest.operators:
+        names = [a.name for a in op.arrays] + [s.name for s in op.scalars]
+        arrays = "".join(f"{a.name}, " for a in op.arrays)
+        scalars = "".join(f"{s.name}, " for s in op.scalars)
+        functions.append(
+            {
+                "name": op.name,
+                "symbol": op.symbol,
+                "params": "".join(f"{n}: object, " for n in names) + "*, ",
+                "arrays": arrays,
+                "scalars": scalars,
+                "doc": f"the port of `{Path(op.spec).name}`; outputs are written in place.",
+            }
+        )
+    operators = {
+        op.name: json.loads(op.model_dump_json(include={"arrays", "scalars"}))
+        for op in manifest.operators
+    }
+    return _environment().get_template("wrapper.py.j2").render(
+        cdef=cdef,
+        fingerprint=hex(abi.fingerprint(cdef)),
+        abi_version=abi.ABI_VERSION,
+        max_rank=abi.MAX_RANK,
+        library_file=LIBRARY_FILE,
+        status_names=repr({s.value: s.name for s in abi.Status}),
+        dtype_codes=repr({d.spec_name: d.value for d in abi.DType}),
+        operators=_python_literal(operators),
+        operator_functions=functions,
+    )
+
+
+def _python_literal(value: object) -> str:
+    """JSON text is a Python literal once true/false/null are spelled Python's way."""
+    text = json.dumps(value, indent=4, sort_keys=True)
+    return re.sub(r"\b(true|false|null)\b", lambda m: {"true": "True", "false": "False", "null": "None"}[m.group(1)], text)
+
+
+def render_library(manifest: LibraryManifest) -> tuple[str, dict[Path, str]]:
+    """The cdef and the text of every generated file for `manifest`."""
+    bindings = [binding_of(op) for op in manifest.operators]
+    cdef = abi.library_cdef([b.abi for b in bindings])
+    outputs: dict[Path, str] = {
+        FFI_DIR / "abi.rs": abi.rust_abi_module(),
+        FFI_DIR / "mod.rs": mod_rs(bindings, cdef),
+        MANIFEST_PATH: manifest.model_dump_json(indent=2) + "\n",
+        WRAPPER_PATH: wrapper_py(manifest, cdef),
+        PIPELINE_DIR / "main.rs": pipeline_main_rs(bindings),
+    }
+    for binding in bindings:
+        outputs[FFI_DIR / f"{binding.operator}.rs"] = generate_operator_rs(binding)
+        outputs[PIPELINE_DIR / f"{binding.operator}.rs"] = pipeline_check_rs(binding)
+    return cdef, outputs
+
+
+def generate_library(manifest: LibraryManifest) -> GeneratedLibrary:
+    """Writes every generated file of the library for `manifest` (call under the lock)."""
+    cdef, outputs = render_library(manifest)
+    written = [path for path, text in outputs.items() if _write_if_changed(path, text)]
+    _format_rust([p for p in written if p.suffix == ".rs"])
+    return GeneratedLibrary(manifest, cdef, abi.fingerprint(cdef), written)
+
+
+def stale_generated() -> list[Path]:
+    """Generated files that differ from what the manifest generates now (hand edits,
+    or a generator changed without regenerating)."""
+    _cdef, outputs = render_library(read_manifest())
+    return [path for path, text in outputs.items() if not _same_after_format(path, text)]
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Unchanged files keep their mtime, so a regeneration alone triggers no rebuild."""
+    if _same_after_format(path, text):
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def _same_after_format(path: Path, text: str) -> bool:
+    if not path.exists():
+        return False
+    current = path.read_text(encoding="utf-8")
+    if current == text:
+        return True
+    if path.suffix != ".rs":
+        return False
+    return current == _rustfmt_text(text)
+
+
+def _rustfmt_text(text: str) -> str:
+    done = subprocess.run(
+        ["rustfmt", "--edition", "2021", "--emit", "stdout", "--quiet"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout if done.returncode == 0 else text
+
+
+def _format_rust(paths: list[Path]) -> None:
+    existing = [str(p) for p in paths if p.exists()]
+    if existing:
+        subprocess.run(
+            ["rustfmt", "--edition", "2021", "--quiet", *existing],
+            capture_output=True,
+            check=False,
+        )
+
+
+def add_operator(binding: OperatorBinding) -> GeneratedLibrary:
+    """Registers (or refreshes) one operator and regenerates the library's files."""
+    with library_lock():
+        manifest = read_manifest().with_operator(operator_entry(binding))
+        return generate_library(manifest)
+
+
+# --- the plain-Rust pipeline check ------------------------------------------------------
+
+
+def pipeline_main_rs(bindings: list[OperatorBinding]) -> str:
+    modules = "\n".join(f"mod {b.operator};" for b in sorted(bindings, key=lambda b: b.operator))
+    return (
+        "//! @generated by nodes/host_builder/library.py: the plain-Rust pipeline check of\n"
+        "//! every operator (no FFI, no Python, no GPU): each variant's entry compiles to\n"
+        "//! Tile IR with the generics and launch hints of each test configuration.\n\n"
+        f"{modules}\n\n"
+        "/// cutile's compiler recurses deeply; its own tests run it on a large stack.\n"
+        "pub fn on_large_stack(check: impl FnOnce() + Send + 'static) {\n"
+        "    std::thread::Builder::new()\n"
+        "        .stack_size(64 << 20)\n"
+        "        .spawn(check)\n"
+        '        .expect("spawn the compiler thread")\n'
+        "        .join()\n"
+        '        .expect("the pipeline check panicked");\n'
+        "}\n\n"
+        "/// Writes the IR when TILEPORT_PIPELINE_IR_DIR names a directory.\n"
+        "pub fn keep_ir(operator: &str, config: &str, ir: &str) {\n"
+        '    if let Some(dir) = std::env::var_os("TILEPORT_PIPELINE_IR_DIR") {\n'
+        '        let path = std::path::Path::new(&dir).join(format!("{operator}.{config}.mlir"));\n'
+        '        std::fs::write(&path, ir).expect("write the IR");\n'
+        "    }\n"
+        "}\n"
+    )
+
+
+def _launch_hints(binding: OperatorBinding, config_name: str) -> list[tuple[str, int]] | None:
+    """The scalar hints a launch of this test configuration gives the JIT (cutile derives
+    a divisibility for every pointer and integer parameter), or None when the port
+    has no entry for the configuration's dtypes."""
+    spec = load_port_spec(binding.spec_path)
+    config = next(c for c in spec.test_configs if c.name == config_name)
+    resolved = spec.resolve(config, "test")
+    variant = next(v for v in binding.variants if v.name == resolved.variant)
+    for array, allowed in variant.allowed_dtypes.items():
+        if resolved.arrays[array].dtype not in {d.spec_name for d in allowed}:
+            return None
+    kernel = parse_kernel_source(binding.kernel_path).entry(variant.entry)
+    hints: list[tuple[str, int]] = []
+    for param, source in zip(kernel.params, variant.params, strict=True):
+        array = resolved.arrays.get(source.array or "")
+        if source.kind == "pointer" and array is not None:
+            # A fresh allocation is 256-byte aligned; a storage offset lowers that.
+            offset_bytes = array.storage_offset * ITEMSIZE[array.dtype]
+            hints.append((param.name, divisibility(offset_bytes)))
+        elif source.kind in ("shape", "stride") and array is not None and source.dim is not None:
+            values = array.shape if source.kind == "shape" else array.strides
+            hints.append((param.name, divisibility(values[source.dim])))
+        elif source.kind == "scalar" and source.scalar is not None:
+            value = resolved.scalars[source.scalar]
+            if isinstance(value, int):
+                hints.append((param.name, divisibility(value)))
+    return hints
+
+
+def pipeline_check_rs(binding: OperatorBinding) -> str:
+    spec = load_port_spec(binding.spec_path)
+    kernel = parse_kernel_source(binding.kernel_path)
+    cases: list[str] = []
+    skipped: list[str] = []
+    for config in spec.test_configs:
+        hints = _launch_hints(binding, config.name)
+        if hints is None:
+            skipped.append(config.name)
+            continue
+        resolved = spec.resolve(config, "test")
+        plan = plan_for(binding, resolved)
+        variant = binding.variants[plan.variant]
+        generics = ", ".join(f'"{text}"' for text in plan.generic_texts)
+        hint_text = ", ".join(f'("{name}", {value})' for name, value in hints)
+        cases.append(
+            "    Case {\n"
+            f'        config: "{config.name}",\n'
+            f'        entry: "{variant.entry}",\n'
+            f"        generics: &[{generics}],\n"
+            f"        hints: &[{hint_text}],\n"
+            "    },"
+        )
+    skipped_note = (
+        f"//! Not compiled (the port has no entry for their dtypes): {', '.join(skipped)}.\n"
+        if skipped
+        else ""
+    )
+    module_path = binding.rust_module_path.replace("crate::", "tileport_kernels::", 1)
+    return (
+        f"//! @generated: the pipeline check of `{binding.operator}` "
+        f"({binding.spec_path.name}, {binding.kernel_path.name}).\n"
+        f"{skipped_note}\n"
+        "use cutile::compile_api::KernelCompiler;\n"
+        "use cutile::cutile_compiler::specialization::DivHint;\n"
+        f"use {module_path} as kernel;\n\n"
+        "struct Case {\n"
+        "    config: &'static str,\n"
+        "    entry: &'static str,\n"
+        "    generics: &'static [&'static str],\n"
+        "    hints: &'static [(&'static str, i32)],\n"
+        "}\n\n"
+        f"const CASES: &[Case] = &[\n{chr(10).join(cases)}\n];\n\n"
+        "#[test]\n"
+        "fn compiles_to_tile_ir() {\n"
+        "    super::on_large_stack(|| {\n"
+        "        for case in CASES {\n"
+        "            let hints: Vec<(&str, DivHint)> = case\n"
+        "                .hints\n"
+        "                .iter()\n"
+        "                .map(|&(name, divisor)| (name, DivHint { divisor, max: 16 }))\n"
+        "                .collect();\n"
+        f'            let artifacts = KernelCompiler::new(kernel::__module_ast_self, "{kernel.module}", case.entry)\n'
+        "                .generics(case.generics.iter().map(|g| g.to_string()).collect())\n"
+        "                .scalar_hints(&hints)\n"
+        '                .target("sm_90")\n'
+        "                .compile()\n"
+        '                .unwrap_or_else(|err| panic!("{}: {err}", case.config));\n'
+        "            let ir = artifacts.ir_text();\n"
+        '            assert!(ir.contains("entry @"), "{}: no entry in the IR", case.config);\n'
+        f'            super::keep_ir("{binding.operator}", case.config, &ir);\n'
+        "        }\n"
+        "    });\n"
+        "}\n"
+    )

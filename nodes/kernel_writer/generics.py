@@ -1,0 +1,112 @@
+"""Recover const generics by differential specialisation.
+
+The reference is exported twice for one variant: at the variant's constant
+values and at probe values chosen so that no two constants coincide (and no
+probe equals any base value). Both exports are lifted to Rust by the same
+deterministic lifter, so the two texts differ only where a constant moved the
+IR. Each number that moved from a constant's base value to its probe value is
+that constant's generic; anything else that moved (`2 * TILE`, a structural
+change) cannot be a generic on stable Rust, and the variant falls back to
+literal-specialised entries.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_NUMBER = re.compile(
+    r"(?<![A-Za-z0-9_.])(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)(i32|i64|u32|u64|f32|f64|usize)?"
+    r"(?![A-Za-z0-9_])"
+)
+_POW2_CAP = 1 << 16
+
+
+@dataclass
+class Recovery:
+    """The lines with generics substituted, or why substitution is impossible."""
+
+    lines: list[str] | None
+    used: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+def _split(line: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """Non-number skeleton pieces and the (number, suffix) in between."""
+    pieces: list[str] = []
+    numbers: list[tuple[str, str]] = []
+    last = 0
+    for found in _NUMBER.finditer(line):
+        pieces.append(line[last : found.start()])
+        numbers.append((found.group(1), found.group(2) or ""))
+        last = found.end()
+    pieces.append(line[last:])
+    return pieces, numbers
+
+
+def generic_name(constant: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", constant).upper()
+
+
+def recover(
+    base: list[str],
+    probe: list[str],
+    base_values: dict[str, int],
+    probe_values: dict[str, int],
+) -> Recovery:
+    """Substitute each constant's generic name where the base and probe texts
+    show its base and probe values at the same place."""
+    if len(base) != len(probe):
+        return Recovery(None, reason="the probe changed the kernel's structure (line count)")
+    by_pair = {(str(base_values[c]), str(probe_values[c])): c for c in base_values}
+    used: set[str] = set()
+    out: list[str] = []
+    for index, (left, right) in enumerate(zip(base, probe, strict=True)):
+        left_pieces, left_numbers = _split(left)
+        right_pieces, right_numbers = _split(right)
+        if left_pieces != right_pieces:
+            return Recovery(None, reason=f"the probe changed the kernel's structure (line {index + 1})")
+        rebuilt = [left_pieces[0]]
+        for position, ((value, suffix), (other, _)) in enumerate(
+            zip(left_numbers, right_numbers, strict=True)
+        ):
+            if value == other:
+                rebuilt.append(value + suffix)
+            else:
+                constant = by_pair.get((value, other))
+                if constant is None or suffix not in ("", "i32"):
+                    return Recovery(
+                        None,
+                        reason=f"a number moved with no constant's values ({value} -> {other}): "
+                        "constant arithmetic, which stable Rust rejects in types",
+                    )
+                used.add(constant)
+                rebuilt.append(generic_name(constant))
+            rebuilt.append(left_pieces[position + 1])
+        out.append("".join(rebuilt))
+    ordered = [c for c in base_values if c in used]
+    return Recovery(out, used=ordered)
+
+
+def probe_values(constants: dict[str, int], avoid: set[int]) -> dict[str, int]:
+    """A distinct new value per constant: powers of two move to another power
+    of two (tile shapes must stay powers of two), others by a small odd step;
+    no probe equals another probe, a base value or anything in `avoid`."""
+    taken = set(constants.values()) | set(avoid)
+    out: dict[str, int] = {}
+    for name, value in constants.items():
+        candidates = _candidates(value)
+        for candidate in candidates:
+            if candidate not in taken and candidate > 0:
+                out[name] = candidate
+                taken.add(candidate)
+                break
+    return out
+
+
+def _candidates(value: int) -> list[int]:
+    if value > 0 and value & (value - 1) == 0:
+        ups = [value << k for k in range(1, 6) if value << k <= _POW2_CAP]
+        downs = [value >> k for k in range(1, 6) if value >> k >= 1]
+        return [c for pair in zip(ups + [0] * 5, downs + [0] * 5, strict=False) for c in pair if c]
+    return [value + step for step in (3, 5, 7, 11, 13, -3, -5, -7)]

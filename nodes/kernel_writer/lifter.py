@@ -1,0 +1,1386 @@
+"""Lift one reference entry (cuda_tile IR) into the body of a cutile-rs kernel.
+
+Every live op of the reference becomes one Rust statement, in the reference's
+order, written with the construct of `op_table` that compiles back to exactly
+that op and attributes. Constants are bound where the reference defines them,
+so they land at the same place in the generated IR; constants no op uses are
+left out (the canonical diff ignores them on both sides).
+
+Values live in Rust in one of a few forms: a scalar (`i32`, `f32`, `bool`), a
+`Tile`, a `PointerTile`, a `Token`, a tensor or partition view, or a component
+of a tuple/array result (`pid.0`, `tiles[1]`). A use that needs another form
+converts with `scalar_to_tile` / `tile_to_scalar`, which emit no IR.
+
+Control flow follows cutile-rs's lowering: loop-carried values are `let mut`
+variables (cutile carries them in name order, so names are chosen to sort in
+the reference's order), a `loop` that starts with `if c {} else { break }` is a
+`while` loop, and an `if` with results inside a loop becomes a helper function
+(cutile would otherwise thread every loop-carried value through the `if`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nodes.kernel_writer.elements import ElementTypes, infer_elements
+from nodes.kernel_writer.errors import Blocked
+from nodes.kernel_writer.literals import constant_literal
+from nodes.kernel_writer.naming import NameAllocator, SourceNames, location_line, snake
+from nodes.kernel_writer.op_table import SUPPORTED_OPS
+from nodes.kernel_writer.rust_types import (
+    TileInfo,
+    is_float,
+    shape_braces,
+    shape_macro,
+    tile_info,
+)
+from tileir.ir import Entry, Op, Region
+from tileir.resolve import Resolved, resolve
+from tileir.types import parse_view
+
+Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view", "raw"]
+INDENT = "    "
+FACT_HELPER = "divisible"
+SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
+
+ROUNDING = {
+    "nearest_even": "rounding::NearestEven",
+    "zero": "rounding::Zero",
+    "negative_inf": "rounding::NegativeInf",
+    "positive_inf": "rounding::PositiveInf",
+    "approx": "rounding::Approx",
+    "full": "rounding::Full",
+    "nearest_int_to_zero": "rounding::NearestIntToZero",
+}
+OVERFLOW = {
+    "no_signed_wrap": "overflow::NoSignedWrap",
+    "nsw": "overflow::NoSignedWrap",
+    "no_unsigned_wrap": "overflow::NoUnsignedWrap",
+    "nuw": "overflow::NoUnsignedWrap",
+    "no_wrap": "overflow::NoWrap",
+    "nw": "overflow::NoWrap",
+}
+PREDICATE = {
+    "equal": ("predicate::Equal", "=="),
+    "not_equal": ("predicate::NotEqual", "!="),
+    "less_than": ("predicate::LessThan", "<"),
+    "less_than_or_equal": ("predicate::LessThanOrEqual", "<="),
+    "greater_than": ("predicate::GreaterThan", ">"),
+    "greater_than_or_equal": ("predicate::GreaterThanOrEqual", ">="),
+}
+ORDERING = {
+    "weak": "ordering::Weak",
+    "relaxed": "ordering::Relaxed",
+    "acquire": "ordering::Acquire",
+    "release": "ordering::Release",
+    "acq_rel": "ordering::AcqRel",
+}
+SCOPE = {"tl_blk": "scope::TileBlock", "device": "scope::Device", "sys": "scope::System"}
+PADDING = {
+    "none": "padding::None",
+    "zero": "padding::Zero",
+    "neg_zero": "padding::NegZero",
+    "nan": "padding::Nan",
+    "pos_inf": "padding::PosInf",
+    "neg_inf": "padding::NegInf",
+}
+ATOMIC_MODE = {
+    "add": "atomic::Add",
+    "addf": "atomic::AddF",
+    "and": "atomic::And",
+    "or": "atomic::Or",
+    "xor": "atomic::Xor",
+    "max": "atomic::Max",
+    "min": "atomic::Min",
+    "umax": "atomic::Umax",
+    "umin": "atomic::Umin",
+    "xchg": "atomic::Xchg",
+}
+BINARY_OPERATORS = {
+    "addi": "+", "subi": "-", "muli": "*", "divi": "/", "remi": "%", "andi": "&", "ori": "|",
+    "xori": "^", "shli": "<<", "shri": ">>", "addf": "+", "subf": "-", "mulf": "*", "divf": "/",
+}  # fmt: skip
+REDUCE_HELPERS = {
+    "addf": "reduce_sum", "addi": "reduce_sum", "mulf": "reduce_prod", "muli": "reduce_prod",
+    "maxf": "reduce_max", "maxi": "reduce_max", "minf": "reduce_min", "mini": "reduce_min",
+}  # fmt: skip
+UNARY_MATH = frozenset({"negf", "absf", "log", "log2", "sin", "cos", "floor", "ceil"})
+FTZ_UNARY = frozenset({"exp2", "rsqrt"})
+OP_NAMES = {
+    "load_view_tko": "tile", "load_ptr_tko": "loaded", "reduce": "reduced", "scan": "scanned",
+    "reshape": "reshaped", "broadcast": "bcast", "mmaf": "acc", "iota": "lanes",
+    "offset": "ptrs", "select": "picked", "cmpi": "cond", "cmpf": "cond", "exti": "wide",
+    "trunci": "narrow", "ftof": "converted", "itof": "as_float", "permute": "permuted",
+    "extract": "part", "constant": "cst", "join_tokens": "joined", "int_to_ptr": "ptr",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """One kernel parameter as the cuTile Python calling convention passes it:
+    an array is a base pointer followed by `ndim` shape and `ndim` stride
+    arguments; a scalar is one argument; constants pass nothing."""
+
+    name: str
+    kind: Literal["array", "scalar"]
+    dtype: str
+    ndim: int = 0
+    generic: bool = False
+
+
+@dataclass
+class Binding:
+    expr: str
+    form: Form
+    rust_type: str
+    mutable: bool = False
+
+
+@dataclass
+class LiftedKernel:
+    name: str
+    params: list[str]
+    body: list[str]
+    helpers: list[str] = field(default_factory=list)
+    entry_hints: str | None = None
+    uses_element_generic: bool = False
+
+
+@dataclass
+class _Scope:
+    """Where statements go, and what kind of region they are in."""
+
+    lines: list[str]
+    depth: int
+    in_loop: bool
+
+
+class Lifter:
+    def __init__(
+        self,
+        entry: Entry,
+        params: list[ParamLayout],
+        kernel_name: str,
+        source: SourceNames | None = None,
+        fact_generics: dict[int, tuple[int, str]] | None = None,
+    ) -> None:
+        self.entry = entry
+        self.fact_generics = fact_generics or {}
+        self.params = params
+        self.kernel_name = kernel_name
+        self.source = source or SourceNames()
+        self.resolved: Resolved = resolve(entry)
+        self.names = NameAllocator()
+        self.bindings: dict[int, Binding] = {}
+        self.helpers: list[str] = []
+        self.positions: dict[int, int] = {}
+        self.last_use: dict[int, int] = {}
+        self.statement_names: dict[int, str] = {}
+        self.skipped: set[int] = set()
+        self.token_name: str | None = None
+        self.elements = ElementTypes()
+        self.generic_element = any(p.generic for p in params)
+        self._number_ops()
+
+    # -- entry --------------------------------------------------------------------
+
+    def lift(self) -> LiftedKernel:
+        for op in self.entry.walk():
+            if op.name not in SUPPORTED_OPS:
+                raise Blocked(op.name, self.where(op), "no cutile-rs construct is mapped for it")
+        signature, preamble, signs, generic_values = self.bind_params()
+        self.elements = infer_elements(self.entry, self.resolved, signs, generic_values)
+        self.name_statements(self.entry.body)
+        scope = _Scope(lines=[], depth=1, in_loop=False)
+        for line in preamble:
+            self.emit(scope, line)
+        self.emit_region(self.entry.body, scope)
+        return LiftedKernel(
+            name=self.kernel_name,
+            params=signature,
+            body=scope.lines,
+            helpers=self.helpers,
+            entry_hints=self.entry_hints(),
+            uses_element_generic=self.generic_element,
+        )
+
+    def entry_hints(self) -> str | None:
+        text = self.entry.attributes.get("optimization_hints", "")
+        if not text:
+            return None
+        parts = []
+        for arch, body in _split_hint_arches(text):
+            if body:
+                parts.append(f"{arch} = ({body},)" if "," not in body else f"{arch} = ({body})")
+        return f"optimization_hints = ({', '.join(parts)},)" if parts else None
+
+    def bind_params(self) -> tuple[list[str], list[str], dict[int, str], set[int]]:
+        args = self.resolved.entry_args
+        expected = sum(1 + 2 * p.ndim if p.kind == "array" else 1 for p in self.params)
+        if expected != len(args):
+            raise Blocked(
+                "entry",
+                f"IR line {self.entry.line}",
+                f"the entry takes {len(args)} arguments but the kernel's parameters "
+                f"({', '.join(p.name for p in self.params)}) pass {expected}",
+            )
+        signature: list[str] = []
+        preamble: list[str] = []
+        signs: dict[int, str] = {}
+        generic_values: set[int] = set()
+        index = 0
+        for param in self.params:
+            if param.kind == "scalar":
+                value = args[index]
+                name = self.names.fresh(param.name)
+                element = _dtype_element(param.dtype)
+                signature.append(f"{name}: {element}")
+                self.bindings[value] = Binding(name, "scalar", element)
+                signs[value] = "unsigned" if element.startswith("u") else "signed"
+                index += 1
+                continue
+            base = args[index]
+            name = self.names.fresh(param.name)
+            element = "E" if param.generic else _dtype_element(param.dtype)
+            if param.generic:
+                generic_values.add(base)
+            elif element.startswith("u"):
+                signs[base] = "unsigned"
+            signature.append(f"{name}: *mut {element}")
+            pointer_type = f"PointerTile<*mut {element}, {{ [] }}>"
+            preamble.append(f"let {name}: {pointer_type} = pointer_to_tile({name});")
+            self.bindings[base] = Binding(name, "ptr", pointer_type)
+            for kind, offset in (("shape", 1), ("stride", 1 + param.ndim)):
+                for dim in range(param.ndim):
+                    value = args[index + offset + dim]
+                    arg_name = self.names.fresh(f"{param.name}_{kind}_{dim}")
+                    signature.append(f"{arg_name}: i32")
+                    self.bindings[value] = Binding(arg_name, "scalar", "i32")
+                    signs[value] = "signed"
+            index += 1 + 2 * param.ndim
+        return signature, preamble, signs, generic_values
+
+    # -- positions and names ------------------------------------------------------
+
+    def _number_ops(self) -> None:
+        for position, op in enumerate(self.entry.walk()):
+            self.positions[id(op)] = position
+        for op in self.entry.walk():
+            for value in self.resolved.operand_ids(op):
+                here = self.positions[id(op)]
+                self.last_use[value] = max(self.last_use.get(value, -1), here)
+            if op.name in ("for", "loop"):
+                end = max(self.positions[id(inner)] for inner in op.walk())
+                for inner in op.walk():
+                    for value in self.resolved.operand_ids(inner):
+                        if self.last_use.get(value, -1) > self.positions[id(op)]:
+                            self.last_use[value] = max(self.last_use[value], end)
+
+    def where(self, op: Op) -> str:
+        location = op.location or self.first_location(op)
+        return location or f"IR line {op.line}"
+
+    def first_location(self, op: Op) -> str | None:
+        for inner in op.walk():
+            if inner.location:
+                return inner.location
+        return None
+
+    def name_statements(self, region: Region) -> None:
+        """Name the last value each Python assignment computes after its target."""
+        for block in region.blocks:
+            last_for_statement: dict[int, Op] = {}
+            for op in block.ops:
+                line = location_line(self.first_location(op))
+                if line is None or not op.results:
+                    continue
+                statement = self.source.statement_at(line)
+                if statement is not None and len(statement.targets) == 1:
+                    last_for_statement[statement.first_line] = op
+                for inner in op.regions:
+                    self.name_statements(inner)
+            for first_line, op in last_for_statement.items():
+                statement = self.source.statement_at(first_line)
+                if statement is not None:
+                    self.statement_names[id(op)] = statement.targets[0]
+
+    def base_name(self, op: Op, index: int = 0) -> str:
+        named = self.statement_names.get(id(op))
+        if named is not None and index == 0:
+            return named
+        if op.name in BINARY_OPERATORS or op.name in UNARY_MATH:
+            return op.name.rstrip("fi") if op.name not in ("divi", "divf") else "quot"
+        return OP_NAMES.get(op.name, op.name)
+
+    def fresh(self, base: str) -> str:
+        return self.names.fresh(base)
+
+    def shadow_name(self, op: Op, base: str) -> str:
+        """The source's `t = f(t)`: shadow the operand's name when it is dead after op."""
+        for operand in self.resolved.operand_ids(op):
+            binding = self.bindings.get(operand)
+            if binding is not None and binding.expr == snake(base):
+                return self.shadow_or_fresh(op, operand, base)
+        return self.fresh(base)
+
+    def shadow_or_fresh(self, op: Op, operand: int, base: str) -> str:
+        """Reuse the operand's variable name when the operand is dead after `op`
+        (the reference's `x = f(x)` reads naturally as Rust shadowing)."""
+        binding = self.bindings.get(operand)
+        here = self.positions[id(op)]
+        if (
+            binding is not None
+            and binding.expr.isidentifier()
+            and not binding.mutable
+            and self.last_use.get(operand, -1) <= here
+            and snake(base) == binding.expr
+        ):
+            return binding.expr
+        return self.fresh(base)
+
+    # -- values -------------------------------------------------------------------
+
+    def tile(self, value: int) -> TileInfo:
+        info = tile_info(self.resolved.type_of(value))
+        if info is None:
+            raise ValueError(f"value {value} is not a tile")
+        return info
+
+    def element(self, value: int) -> str:
+        return self.elements.of(value)
+
+    def dims(self, value: int) -> tuple[str, ...]:
+        return self.tile(value).dims
+
+    def tile_type(self, value: int) -> str:
+        info = self.tile(value)
+        element = self.element(value)
+        if info.pointer:
+            return f"PointerTile<*mut {element}, {shape_braces(info.dims)}>"
+        return f"Tile<{element}, {shape_braces(info.dims)}>"
+
+    def scalar_type(self, value: int) -> str:
+        return self.element(value)
+
+    def prefers_scalar(self, value: int) -> bool:
+        info = tile_info(self.resolved.type_of(value))
+        return (
+            info is not None
+            and info.rank == 0
+            and not info.pointer
+            and self.element(value) in SCALAR_ELEMENTS
+        )
+
+    def use(self, value: int, want: Literal["scalar", "tile", "any"] = "any") -> str:
+        binding = self.bindings.get(value)
+        if binding is None:
+            raise ValueError(f"value {self.resolved.values[value].name} used before definition")
+        if want == "scalar" and binding.form == "tile":
+            return f"tile_to_scalar({binding.expr})"
+        if want == "tile" and binding.form == "scalar":
+            return f"scalar_to_tile({binding.expr})"
+        return binding.expr
+
+    def form(self, value: int) -> Form:
+        return self.bindings[value].form
+
+    def bind(self, value: int, expr: str, form: Form, rust_type: str) -> None:
+        self.bindings[value] = Binding(expr, form, rust_type)
+
+    def is_live(self, value: int) -> bool:
+        return self.resolved.use_count[value] > 0
+
+    def let(self, scope: _Scope, op: Op, value: int, form: Form, rust_type: str, rhs: str,
+            base: str | None = None) -> None:  # fmt: skip
+        """`let name: type = rhs;` for the value, naming it after the source."""
+        name = self.shadow_name(op, base or self.base_name(op))
+        if not self.is_live(value):
+            name = "_" + name
+        self.emit(scope, f"let {name}: {rust_type} = {rhs};")
+        self.bind(value, name, form, rust_type)
+
+    def emit(self, scope: _Scope, line: str) -> None:
+        scope.lines.extend(INDENT * scope.depth + part for part in line.split("\n"))
+
+    # -- regions ------------------------------------------------------------------
+
+    def emit_region(self, region: Region, scope: _Scope) -> None:
+        for block in region.blocks:
+            for op in block.ops:
+                if id(op) in self.skipped:
+                    continue
+                self.comment_source(op, scope)
+                self.emit_op(op, scope)
+
+    def comment_source(self, op: Op, scope: _Scope) -> None:
+        """A `// python line` comment at the first op of each new source statement."""
+        line = location_line(self.first_location(op))
+        if line is None:
+            return
+        statement = self.source.statement_at(line)
+        if statement is None:
+            return
+        key = (statement.first_line, scope.depth)
+        seen = getattr(scope, "_commented", None)
+        if seen is None:
+            seen = set()
+            scope._commented = seen  # type: ignore[attr-defined]
+        if key in seen:
+            return
+        seen.add(key)
+        self.emit(scope, f"// {statement.text}")
+
+    def emit_op(self, op: Op, scope: _Scope) -> None:
+        handler: Callable[[Op, _Scope], None] | None = getattr(self, f"op_{op.name}", None)
+        if handler is None:
+            if op.name in BINARY_OPERATORS or op.name in ("mini", "maxi", "maxf", "minf"):
+                self.binary(op, scope)
+                return
+            if op.name in UNARY_MATH or op.name in FTZ_UNARY:
+                self.unary(op, scope)
+                return
+            raise Blocked(op.name, self.where(op), "the lifter has no rule for this op")
+        handler(op, scope)
+
+    # -- core ops -----------------------------------------------------------------
+
+    def op_make_token(self, op: Op, scope: _Scope) -> None:
+        value = self.resolved.result_ids(op)[0]
+        if self.token_name is None:
+            self.token_name = self.names.reserve("token")
+            name = self.token_name
+        else:
+            name = self.fresh("token")
+        self.emit(scope, f"let {name}: Token = new_token_unordered();")
+        self.bind(value, name, "token", "Token")
+
+    def op_return(self, op: Op, scope: _Scope) -> None:
+        return
+
+    def op_constant(self, op: Op, scope: _Scope) -> None:
+        value = self.resolved.result_ids(op)[0]
+        if not self.is_live(value):
+            return
+        info = self.tile(value)
+        element = self.element(value)
+        literal = constant_literal(op.attributes.get("value", ""), element, self.where(op), op)
+        if info.rank == 0 and element in SCALAR_ELEMENTS and literal.scalar is not None:
+            self.let(scope, op, value, "scalar", element, literal.scalar)
+            return
+        rhs = f"constant({literal.dense}, {shape_macro(info.dims)})"
+        self.let(scope, op, value, "tile", self.tile_type(value), rhs)
+
+    def op_assume(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        call = _assume_call(op, self.where(op), self.fact_generic(operand))
+        binding = self.bindings[operand]
+        form = binding.form
+        rust_type = binding.rust_type
+        source = binding.expr
+        base = binding.expr if binding.expr.isidentifier() else "assumed"
+        name = self.shadow_or_fresh(op, operand, base)
+        self.emit(scope, f"let {name}: {rust_type} = {call}({source});")
+        self.bind(value, name, form, rust_type)
+
+    def fact_generic(self, value: int) -> tuple[int, str] | None:
+        """The launch-fact generic of the entry argument an assume chain starts at."""
+        producer = self.resolved.producer(value)
+        while producer is not None and producer.name == "assume":
+            value = self.resolved.operand_ids(producer)[0]
+            producer = self.resolved.producer(value)
+        if value in self.resolved.entry_args:
+            return self.fact_generics.get(self.resolved.entry_args.index(value))
+        return None
+
+    def op_get_tile_block_id(self, op: Op, scope: _Scope) -> None:
+        self.grid_query(op, scope, "pid", "get_tile_block_id")
+
+    def op_get_num_tile_blocks(self, op: Op, scope: _Scope) -> None:
+        self.grid_query(op, scope, "grid", "get_num_tile_blocks")
+
+    def grid_query(self, op: Op, scope: _Scope, base: str, function: str) -> None:
+        """`let pid = get_tile_block_id();`, then `let row: i32 = pid.0;` when the
+        source names the one component it uses."""
+        results = self.resolved.result_ids(op)
+        name = self.fresh(base)
+        self.emit(scope, f"let {name}: (i32, i32, i32) = {function}();")
+        for axis, value in enumerate(results):
+            self.bind(value, f"{name}.{axis}", "scalar", "i32")
+        live = [value for value in results if self.is_live(value)]
+        named = self.statement_names.get(id(op))
+        if named is not None and len(live) == 1:
+            alias = self.fresh(named)
+            axis = results.index(live[0])
+            self.emit(scope, f"let {alias}: i32 = {name}.{axis};")
+            self.bind(live[0], alias, "scalar", "i32")
+
+    # -- views ----------------------------------------------------------------------
+
+    def op_make_tensor_view(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        tensor_type = op.result_types[0]
+        from tileir.types import parse_tensor_view
+
+        tensor = parse_tensor_view(tensor_type)
+        if tensor is None:
+            raise Blocked(op.name, self.where(op), f"unreadable tensor view type {tensor_type}")
+        if any(d != "?" for d in tensor.shape):
+            raise Blocked(op.name, self.where(op), "static tensor-view shapes are not lifted")
+        rank = len(tensor.shape)
+        base_binding = self.bindings[operands[0]]
+        stem = base_binding.expr if base_binding.expr.isidentifier() else "tensor"
+        shape_values = operands[1 : 1 + rank]
+        stride_values = operands[1 + rank :]
+        shape_dims = ["-1"] * rank
+        stride_dims = ["-1" if s == "?" else s for s in tensor.strides]
+        element = self.element(value)
+        shape_name = self.fresh(f"{stem}_shape")
+        strides_name = self.fresh(f"{stem}_strides")
+        shape_args = ", ".join(self.use(v, "scalar") for v in shape_values)
+        dynamic = iter(stride_values)
+        stride_args = ", ".join(
+            self.use(next(dynamic), "scalar") if s == "?" else f"{s}i32" for s in tensor.strides
+        )
+        shape_type = f"Shape<{shape_braces(shape_dims)}>"
+        strides_type = f"Array<{shape_braces(stride_dims)}>"
+        self.emit(
+            scope,
+            f"let {shape_name}: {shape_type} = Shape::<{shape_braces(shape_dims)}> {{\n"
+            f"{INDENT}dims: &[{shape_args}],\n}};",
+        )
+        self.emit(
+            scope,
+            f"let {strides_name}: {strides_type} = Array::<{shape_braces(stride_dims)}> {{\n"
+            f"{INDENT}dims: &[{stride_args}],\n}};",
+        )
+        tensor_rust = f"Tensor<{element}, {shape_braces(shape_dims)}>"
+        name = self.fresh(f"{stem}_view")
+        token = self.token_name or "new_token_unordered()"
+        self.emit(
+            scope,
+            f"let {name}: {tensor_rust} =\n{INDENT}make_tensor_view({base_binding.expr}, "
+            f"{shape_name}, {strides_name}, {token});",
+        )
+        self.bind(value, name, "tensor", tensor_rust)
+
+    def op_make_partition_view(self, op: Op, scope: _Scope) -> None:
+        tensor = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        view = parse_view(op.result_types[0])
+        if view is None or view.kind != "partition_view":
+            raise Blocked(op.name, self.where(op), "only partition views are lifted")
+        element = self.element(value)
+        padding = PADDING.get(view.padding)
+        if padding is None:
+            raise Blocked(op.name, self.where(op), f"padding value {view.padding}")
+        dim_map = "dim_map::Identity"
+        if view.dim_map != "identity":
+            dim_map = f"const_array![{view.dim_map.replace(',', ', ')}]"
+        tensor_binding = self.bindings[tensor]
+        stem = tensor_binding.expr.removesuffix("_view")
+        name = self.fresh(f"{stem}_tiles")
+        rust_type = f"Partition<{element}, {shape_braces(view.tile_shape)}>"
+        token = self.token_name or "new_token_unordered()"
+        self.emit(
+            scope,
+            f"let {name}: {rust_type} = make_partition_view(\n{INDENT}&{tensor_binding.expr},\n"
+            f"{INDENT}{shape_macro(view.tile_shape)},\n{INDENT}{padding},\n{INDENT}{dim_map},\n"
+            f"{INDENT}{token},\n);",
+        )
+        self.bind(value, name, "view", rust_type)
+
+    def op_get_index_space_shape(self, op: Op, scope: _Scope) -> None:
+        view = self.resolved.operand_ids(op)[0]
+        results = self.resolved.result_ids(op)
+        stem = self.bindings[view].expr.removesuffix("_tiles")
+        name = self.fresh(f"{stem}_grid")
+        self.emit(
+            scope,
+            f"let {name}: [i32; {len(results)}] = get_index_space_shape(&{self.use(view)});",
+        )
+        for axis, value in enumerate(results):
+            self.bind(value, f"{name}[{axis}]", "scalar", "i32")
+
+    def view_hints(self, op: Op) -> tuple[str, str]:
+        """(tma, latency) arguments from the op's optimization hints."""
+        hints = op.attributes.get("optimization_hints", "")
+        entries = {}
+        for arch, body in _split_hint_arches(hints):
+            if arch != "default":
+                raise Blocked(op.name, self.where(op), f"per-architecture hints ({arch})")
+            for item in body.split(","):
+                key, _, val = item.partition("=")
+                if key.strip():
+                    entries[key.strip()] = val.strip()
+        tma = "tma::Disabled" if entries.pop("allow_tma", "true") == "false" else "tma::Enabled"
+        latency = entries.pop("latency", None)
+        if entries:
+            raise Blocked(op.name, self.where(op), f"load/store hints {sorted(entries)}")
+        return tma, (f"Some({latency})" if latency is not None else "None")
+
+    def ordering_scope(self, op: Op) -> tuple[str, str]:
+        ordering = ORDERING[op.attributes.get("memory_ordering", "weak")]
+        scope = SCOPE[op.attributes.get("memory_scope", "tl_blk")]
+        return ordering, scope
+
+    def op_load_view_tko(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        tile_value, token_value = self.resolved.result_ids(op)
+        view, indices, token = operands[0], operands[1:-1], operands[-1]
+        tma, latency = self.view_hints(op)
+        ordering, mem_scope = self.ordering_scope(op)
+        tile_type = self.tile_type(tile_value)
+        name = self.fresh(self.base_name(op))
+        token_name = self.fresh(f"{name}_token")
+        if not self.is_live(tile_value):
+            name = "_" + name
+        if not self.is_live(token_value):
+            token_name = "_" + token_name
+        index = ", ".join(self.use(v, "scalar") for v in indices)
+        inbounds = ", ".join(["false"] * len(indices))
+        self.emit(
+            scope,
+            f"let ({name}, {token_name}): ({tile_type}, Token) = load_view_raw(\n"
+            f"{INDENT}&{self.use(view)},\n{INDENT}[{index}],\n{INDENT}Some({self.use(token)}),\n"
+            f"{INDENT}{ordering},\n{INDENT}{mem_scope},\n{INDENT}{tma},\n{INDENT}{latency},\n"
+            f"{INDENT}[{inbounds}],\n{INDENT}{shape_macro(self.dims(tile_value))},\n);",
+        )
+        self.bind(tile_value, name, "tile", tile_type)
+        self.bind(token_value, token_name, "token", "Token")
+
+    def op_store_view_tko(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        token_value = self.resolved.result_ids(op)[0]
+        tile, view, indices, token = operands[0], operands[1], operands[2:-1], operands[-1]
+        tma, latency = self.view_hints(op)
+        ordering, mem_scope = self.ordering_scope(op)
+        name = self.fresh("stored")
+        if not self.is_live(token_value):
+            name = "_" + name
+        index = ", ".join(self.use(v, "scalar") for v in indices)
+        inbounds = ", ".join(["false"] * len(indices))
+        self.emit(
+            scope,
+            f"let {name}: Token = store_view_raw(\n{INDENT}&{self.use(view)},\n"
+            f"{INDENT}{self.use(tile, 'tile')},\n{INDENT}[{index}],\n"
+            f"{INDENT}Some({self.use(token)}),\n{INDENT}{ordering},\n{INDENT}{mem_scope},\n"
+            f"{INDENT}{tma},\n{INDENT}{latency},\n{INDENT}[{inbounds}],\n);",
+        )
+        self.bind(token_value, name, "token", "Token")
+
+    def op_join_tokens(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        joined = ", ".join(self.use(v) for v in operands)
+        self.let(scope, op, value, "token", "Token", f"join_tokens(&[{joined}])")
+
+    # -- elementwise ----------------------------------------------------------------
+
+    def binary(self, op: Op, scope: _Scope) -> None:
+        lhs, rhs = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        scalar = self.prefers_scalar(value)
+        operator = BINARY_OPERATORS.get(op.name)
+        plain = self.plain_attributes(op)
+        if operator is not None and plain:
+            want: Literal["scalar", "tile"] = "scalar" if scalar else "tile"
+            expr = f"{self.use(lhs, want)} {operator} {self.use(rhs, want)}"
+            self.let_value(scope, op, value, scalar, expr)
+            return
+        if op.name in ("mini", "maxi") or (op.name in ("maxf", "minf") and plain):
+            if scalar:
+                function = op.name[:3]
+                expr = f"{function}({self.use(lhs, 'scalar')}, {self.use(rhs, 'scalar')})"
+                self.let_value(scope, op, value, True, expr)
+                return
+            if op.name in ("mini", "maxi"):
+                expr = f"{op.name}({self.use(lhs, 'tile')}, {self.use(rhs, 'tile')})"
+                self.let_value(scope, op, value, False, expr)
+                return
+        args = f"{self.use(lhs, 'tile')}, {self.use(rhs, 'tile')}"
+        expr = f"{op.name}({args}{self.attribute_args(op)})"
+        self.let_value(scope, op, value, False, expr)
+
+    def plain_attributes(self, op: Op) -> bool:
+        """Whether the op carries only what its Rust operator emits by default."""
+        rounding = op.attributes.get("rounding")
+        if op.name == "divi":
+            return rounding in (None, "zero")
+        if rounding not in (None, "nearest_even"):
+            return False
+        return not any(
+            key in op.attributes for key in ("flush_to_zero", "propagate_nan", "overflow")
+        )
+
+    def attribute_args(self, op: Op) -> str:
+        """The static-parameter arguments of the function form of `op`."""
+        attributes = op.attributes
+        name = op.name
+        if name in ("addi", "subi", "muli", "shli", "trunci", "negi"):
+            overflow = attributes.get("overflow")
+            if overflow is None:
+                raise Blocked(
+                    name,
+                    self.where(op),
+                    "cutile-rs 0.5.0 cannot emit this op without overflow flags "
+                    "(`overflow::None` drops the attribute the bytecode writer requires)",
+                )
+            return f", {OVERFLOW[overflow]}"
+        if name == "divi":
+            return f", {ROUNDING[attributes.get('rounding', 'zero')]}"
+        if name in ("addf", "subf", "mulf", "divf", "fma", "sqrt"):
+            rounding = ROUNDING[attributes.get("rounding", "nearest_even")]
+            return f", {rounding}, {self.ftz(op)}"
+        if name in ("maxf", "minf"):
+            nan = "nan::Enabled" if "propagate_nan" in attributes else "nan::Disabled"
+            return f", {nan}, {self.ftz(op)}"
+        if name in ("exp2", "rsqrt"):
+            return f", {self.ftz(op)}"
+        return ""
+
+    def ftz(self, op: Op) -> str:
+        return "ftz::Enabled" if "flush_to_zero" in op.attributes else "ftz::Disabled"
+
+    def let_value(self, scope: _Scope, op: Op, value: int, scalar: bool, expr: str) -> None:
+        if scalar:
+            self.let(scope, op, value, "scalar", self.scalar_type(value), expr)
+        else:
+            self.let(scope, op, value, "tile", self.tile_type(value), expr)
+
+    def unary(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        if op.attributes.get("rounding") and op.name in ("exp", "tanh"):
+            raise Blocked(op.name, self.where(op), "unexpected rounding")
+        expr = f"{op.name}({self.use(operand, 'tile')}{self.attribute_args(op)})"
+        self.let_value(scope, op, value, False, expr)
+
+    def op_exp(self, op: Op, scope: _Scope) -> None:
+        self.rounded_unary(op, scope, "exp")
+
+    def op_tanh(self, op: Op, scope: _Scope) -> None:
+        self.rounded_unary(op, scope, "tanh")
+
+    def rounded_unary(self, op: Op, scope: _Scope, function: str) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        rounding = op.attributes.get("rounding")
+        if rounding is None:
+            expr = f"{function}({self.use(operand, 'tile')})"
+        else:
+            expr = f"{function}_with_rounding({self.use(operand, 'tile')}, {ROUNDING[rounding]})"
+        self.let_value(scope, op, value, False, expr)
+
+    def op_sqrt(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        expr = f"sqrt({self.use(operand, 'tile')}{self.attribute_args(op)})"
+        self.let_value(scope, op, value, False, expr)
+
+    def op_fma(self, op: Op, scope: _Scope) -> None:
+        a, b, c = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        args = ", ".join(self.use(v, "tile") for v in (a, b, c))
+        self.let_value(scope, op, value, False, f"fma({args}{self.attribute_args(op)})")
+
+    def op_cmpi(self, op: Op, scope: _Scope) -> None:
+        self.compare(op, scope, ordering=None)
+
+    def op_cmpf(self, op: Op, scope: _Scope) -> None:
+        self.compare(op, scope, ordering=op.attributes.get("comparison_ordering", "ordered"))
+
+    def compare(self, op: Op, scope: _Scope, ordering: str | None) -> None:
+        lhs, rhs = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        predicate, operator = PREDICATE[op.attributes["comparison_predicate"]]
+        scalar = self.prefers_scalar(value) and self.prefers_scalar(lhs)
+        if scalar and ordering in (None, "ordered"):
+            expr = f"{self.use(lhs, 'scalar')} {operator} {self.use(rhs, 'scalar')}"
+            self.let(scope, op, value, "scalar", "bool", expr)
+            return
+        args = f"{self.use(lhs, 'tile')}, {self.use(rhs, 'tile')}, {predicate}"
+        if ordering is not None:
+            kind = "cmp_ordering::Ordered" if ordering == "ordered" else "cmp_ordering::Unordered"
+            self.let_value(scope, op, value, False, f"cmpf({args}, {kind})")
+        else:
+            self.let_value(scope, op, value, False, f"cmpi({args})")
+
+    def op_select(self, op: Op, scope: _Scope) -> None:
+        cond, a, b = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        args = ", ".join(self.use(v, "tile") for v in (cond, a, b))
+        self.let_value(scope, op, value, False, f"select({args})")
+
+    def op_iota(self, op: Op, scope: _Scope) -> None:
+        value = self.resolved.result_ids(op)[0]
+        self.let_value(scope, op, value, False, f"iota({shape_macro(self.dims(value))})")
+
+    # -- conversions ----------------------------------------------------------------
+
+    def op_exti(self, op: Op, scope: _Scope) -> None:
+        self.conversion(op, scope, "exti({})")
+
+    def op_trunci(self, op: Op, scope: _Scope) -> None:
+        self.conversion(op, scope, "trunci({}" + self.attribute_args(op) + ")")
+
+    def op_itof(self, op: Op, scope: _Scope) -> None:
+        rounding = ROUNDING[op.attributes.get("rounding", "nearest_even")]
+        self.conversion(op, scope, "itof({}, " + rounding + ")")
+
+    def op_ftof(self, op: Op, scope: _Scope) -> None:
+        rounding = op.attributes.get("rounding")
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        if rounding is None and (self.element(operand) == "E" or self.element(value) == "E"):
+            # convert_tile is ftof at nearest-even, and nothing when the dtype matches.
+            self.conversion(op, scope, "convert_tile({})")
+            return
+        self.conversion(op, scope, "ftof({}, " + ROUNDING[rounding or "nearest_even"] + ")")
+
+    def conversion(self, op: Op, scope: _Scope, template: str) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        self.let_value(scope, op, value, False, template.format(self.use(operand, "tile")))
+
+
+    # -- shapes ---------------------------------------------------------------------
+
+    def op_reshape(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        if self.absorbed_into_padding(op):
+            return
+        expr = f"{self.use(operand, 'tile')}.reshape({shape_macro(self.dims(value))})"
+        form: Form = "ptr" if self.tile(value).pointer else "tile"
+        self.let(scope, op, value, form, self.tile_type(value), expr)
+
+    def op_broadcast(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        if id(op) in self.skipped:
+            return
+        expr = f"{self.use(operand, 'tile')}.broadcast({shape_macro(self.dims(value))})"
+        form: Form = "ptr" if self.tile(value).pointer else "tile"
+        self.let(scope, op, value, form, self.tile_type(value), expr)
+
+    def op_permute(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        permutation = op.attributes.get("permutation", "").strip("[]").replace(" ", "")
+        array = f"const_array![{', '.join(permutation.split(','))}]"
+        self.let_value(scope, op, value, False, f"permute({self.use(operand, 'tile')}, {array})")
+
+    def op_extract(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        indices = ", ".join(self.use(v, "tile") for v in operands[1:])
+        expr = f"extract({self.use(operands[0], 'tile')}, [{indices}])"
+        self.let_value(scope, op, value, False, expr)
+
+    def op_mmaf(self, op: Op, scope: _Scope) -> None:
+        a, b, acc = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        if op.attributes:
+            raise Blocked(op.name, self.where(op), f"mmaf attributes {sorted(op.attributes)}")
+        expr = f"mmaf({self.use(a, 'tile')}, {self.use(b, 'tile')}, {self.use(acc, 'tile')})"
+        self.let_value(scope, op, value, False, expr)
+
+    def op_reduce(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        helper = self.reduction_helper(op)
+        dim = op.attributes.get("dim", "0")
+        expr = f"{helper}({self.use(operand, 'tile')}, {dim}i32)"
+        self.let_value(scope, op, value, False, expr)
+
+    def reduction_helper(self, op: Op) -> str:
+        body = [inner for inner in op.regions[0].ops if inner.name != "yield"]
+        missing = (
+            "cutile-rs reduces only with reduce_sum/max/min/prod (add/max/min/mul, no flags, "
+            "their own identity): its closure `reduce` ignores the dim and identity"
+        )
+        if len(body) != 1 or body[0].name not in REDUCE_HELPERS:
+            raise Blocked(op.name, self.where(op), missing)
+        combiner = body[0]
+        args = self.resolved.block_args[id(op.regions[0].blocks[0])]
+        if self.resolved.operand_ids(combiner) != args[:2] or not self.plain_attributes(combiner):
+            raise Blocked(op.name, self.where(op), missing)
+        helper = REDUCE_HELPERS[combiner.name]
+        operand = self.resolved.operand_ids(op)[0]
+        expected = _identity_for(helper, self.tile(operand).element)
+        if _identities(op) != expected:
+            raise Blocked(op.name, self.where(op), missing)
+        return helper
+
+    def op_scan(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        body = [inner for inner in op.regions[0].ops if inner.name != "yield"]
+        element = self.tile(operand).element
+        if (
+            op.attributes.get("dim") != "0"
+            or len(body) != 1
+            or body[0].name not in ("addf", "addi")
+            or _identities(op) != _identity_for("reduce_sum", element)
+        ):
+            raise Blocked(
+                op.name,
+                self.where(op),
+                "cutile-rs 0.5.0 scans only along dim 0 with an add and identity 0",
+            )
+        reverse = "reverse::Reverse" if op.attributes.get("reverse") == "true" else (
+            "reverse::Forward"
+        )
+        zero = constant_literal(f"{element}:0", self.element(operand), "", op).dense
+        expr = f"scan_sum({self.use(operand, 'tile')}, 0i32, {reverse}, {zero})"
+        self.let_value(scope, op, value, False, expr)
+
+    # -- pointers -------------------------------------------------------------------
+
+    def op_offset(self, op: Op, scope: _Scope) -> None:
+        pointers, offsets = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        expr = f"addptr_tile({self.use(pointers)}, {self.use(offsets, 'tile')})"
+        self.let(scope, op, value, "ptr", self.tile_type(value), expr)
+
+    def op_int_to_ptr(self, op: Op, scope: _Scope) -> None:
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        expr = f"int_to_ptr({self.use(operand, 'tile')})"
+        self.let(scope, op, value, "ptr", self.tile_type(value), expr)
+
+    def absorbed_into_padding(self, op: Op) -> bool:
+        """A scalar padding value reaches load_ptr_tko as reshape + broadcast,
+        which cutile-rs emits itself inside the load."""
+        return id(op) in self.skipped
+
+    def padding_source(self, op: Op, padding: int, loads_position: int) -> int | None:
+        """The scalar behind `broadcast(reshape(scalar))` used as a load's padding,
+        marking the two shape ops as emitted by the load."""
+        broadcast = self.resolved.producer(padding)
+        if broadcast is None or broadcast.name != "broadcast":
+            return None
+        reshaped = self.resolved.operand_ids(broadcast)[0]
+        reshape = self.resolved.producer(reshaped)
+        if reshape is None or reshape.name != "reshape":
+            return None
+        scalar = self.resolved.operand_ids(reshape)[0]
+        if self.resolved.use_count[padding] != 1 or self.resolved.use_count[reshaped] != 1:
+            return None
+        return scalar
+
+    def op_load_ptr_tko(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        tile_value, token_value = self.resolved.result_ids(op)
+        pointers = operands[0]
+        types = [tile_info(t) for t in op.operand_types]
+        mask = padding = token = None
+        rest = operands[1:]
+        if "token" in op.attributes:
+            token = rest[-1]
+            rest = rest[:-1]
+        for value, info in zip(rest, types[1 : 1 + len(rest)], strict=False):
+            if info is not None and info.element == "i1" and mask is None:
+                mask = value
+            else:
+                padding = value
+        ordering, mem_scope = self.ordering_scope(op)
+        scope_arg = "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (
+            f"Some({mem_scope})"
+        )
+        padding_arg = "None"
+        if padding is not None:
+            scalar = self.padding_source(op, padding, self.positions[id(op)])
+            if scalar is None:
+                raise Blocked(
+                    op.name, self.where(op), "a padding tile that is not a broadcast scalar"
+                )
+            padding_arg = f"Some({self.use(scalar, 'scalar')})"
+        mask_arg = f"Some({self.use(mask, 'tile')})" if mask is not None else "None"
+        token_arg = f"Some({self.use(token)})" if token is not None else "None"
+        tile_type = self.tile_type(tile_value)
+        name = self.fresh(self.base_name(op))
+        token_name = self.fresh(f"{name}_token")
+        if not self.is_live(token_value):
+            token_name = "_" + token_name
+        latency = _latency(op)
+        self.emit(
+            scope,
+            f"let ({name}, {token_name}): ({tile_type}, Token) = load_ptr_tko(\n"
+            f"{INDENT}{self.use(pointers)},\n{INDENT}{ordering},\n{INDENT}{scope_arg},\n"
+            f"{INDENT}{mask_arg},\n{INDENT}{padding_arg},\n{INDENT}{token_arg},\n"
+            f"{INDENT}Latency::<{latency}>,\n);",
+        )
+        self.bind(tile_value, name, "tile", tile_type)
+        self.bind(token_value, token_name, "token", "Token")
+
+    def op_store_ptr_tko(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        token_value = self.resolved.result_ids(op)[0]
+        pointers, tile = operands[0], operands[1]
+        rest = operands[2:]
+        token = None
+        if "token" in op.attributes:
+            token, rest = rest[-1], rest[:-1]
+        mask = rest[0] if rest else None
+        ordering, mem_scope = self.ordering_scope(op)
+        scope_arg = "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (
+            f"Some({mem_scope})"
+        )
+        mask_arg = f"Some({self.use(mask, 'tile')})" if mask is not None else "None"
+        token_arg = f"Some({self.use(token)})" if token is not None else "None"
+        name = self.fresh("stored")
+        if not self.is_live(token_value):
+            name = "_" + name
+        self.emit(
+            scope,
+            f"let {name}: Token = store_ptr_tko(\n{INDENT}{self.use(pointers)},\n"
+            f"{INDENT}{self.use(tile, 'tile')},\n{INDENT}{ordering},\n{INDENT}{scope_arg},\n"
+            f"{INDENT}{mask_arg},\n{INDENT}{token_arg},\n{INDENT}Latency::<{_latency(op)}>,\n);",
+        )
+        self.bind(token_value, name, "token", "Token")
+
+    def op_atomic_rmw_tko(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        old, token_value = self.resolved.result_ids(op)
+        pointers, arg = operands[0], operands[1]
+        rest = operands[2:]
+        token = None
+        if "token" in op.attributes:
+            token, rest = rest[-1], rest[:-1]
+        mask = rest[0] if rest else None
+        ordering, mem_scope = self.ordering_scope(op)
+        mode = ATOMIC_MODE[op.attributes["mode"]]
+        tile_type = self.tile_type(old)
+        name = self.fresh("old")
+        token_name = self.fresh("atomic_token")
+        if not self.is_live(old):
+            name = "_" + name
+        if not self.is_live(token_value):
+            token_name = "_" + token_name
+        mask_arg = f"Some({self.use(mask, 'tile')})" if mask is not None else "None"
+        token_arg = f"Some({self.use(token)})" if token is not None else "None"
+        self.emit(
+            scope,
+            f"let ({name}, {token_name}): ({tile_type}, Token) = atomic_rmw_tko(\n"
+            f"{INDENT}{self.use(pointers)},\n{INDENT}{self.use(arg, 'tile')},\n{INDENT}{mode},\n"
+            f"{INDENT}{ordering},\n{INDENT}{mem_scope},\n{INDENT}{mask_arg},\n"
+            f"{INDENT}{token_arg},\n);",
+        )
+        self.bind(old, name, "tile", tile_type)
+        self.bind(token_value, token_name, "token", "Token")
+
+    # -- control flow ---------------------------------------------------------------
+
+    def carried_names(self, op: Op, carried: list[int], results: list[int]) -> list[str]:
+        """Names for loop-carried variables that sort in the reference's order
+        (cutile-rs carries mutated variables in name order)."""
+        bases = []
+        for index, value in enumerate(carried):
+            base = self.carried_base(op, value, results[index] if index < len(results) else None)
+            bases.append(snake(base))
+        names = [self.fresh(base) for base in bases]
+        if names != sorted(names) or len(set(names)) != len(names):
+            for name in names:
+                self.names.used.discard(name)
+            names = [self.fresh(f"c{index}_{base}") for index, base in enumerate(bases)]
+        return names
+
+    def carried_base(self, op: Op, arg: int, result: int | None) -> str:
+        """The source name of a carried value: the variable the loop body assigns."""
+        for inner in op.regions[0].ops:
+            if inner.name == "continue":
+                operands = self.resolved.operand_ids(inner)
+                carried = self.resolved.block_args[id(op.regions[0].blocks[0])]
+                offset = 1 if op.name == "for" else 0
+                index = carried.index(arg) - offset
+                if 0 <= index < len(operands):
+                    producer = self.resolved.producer(operands[index])
+                    if producer is not None and id(producer) in self.statement_names:
+                        return self.statement_names[id(producer)]
+        form = tile_info(self.resolved.type_of(arg))
+        return "carried" if form is not None else "token"
+
+    def carried_type(self, value: int) -> tuple[Form, str]:
+        type_text = self.resolved.type_of(value)
+        if type_text == "token":
+            return "token", "Token"
+        if self.prefers_scalar(value):
+            return "scalar", self.scalar_type(value)
+        info = self.tile(value)
+        return ("ptr" if info.pointer else "tile"), self.tile_type(value)
+
+    def declare_carried(self, scope: _Scope, names: list[str], inits: list[int]) -> None:
+        for name, init in zip(names, inits, strict=True):
+            form, rust_type = self.carried_type(init)
+            want: Literal["scalar", "tile", "any"] = "scalar" if form == "scalar" else "any"
+            if form == "tile":
+                want = "tile"
+            self.emit(scope, f"let mut {name}: {rust_type} = {self.use(init, want)};")
+
+    def bind_carried(self, names: list[str], values: list[int]) -> None:
+        for name, value in zip(names, values, strict=True):
+            form, rust_type = self.carried_type(value)
+            self.bindings[value] = Binding(name, form, rust_type, mutable=True)
+
+    def assign_carried(self, scope: _Scope, names: list[str], values: list[int]) -> None:
+        """`name = value;` for each carried variable, through temporaries when a
+        new value is another carried variable's old one."""
+        exprs = []
+        for name, value in zip(names, values, strict=True):
+            form = self.bindings[value].form
+            want: Literal["scalar", "tile", "any"] = "scalar" if form == "scalar" else "any"
+            exprs.append(self.use(value, want) if form != "tile" else self.use(value))
+        needs_temps = any(expr in names and expr != name for name, expr in zip(names, exprs, strict=True))
+        if needs_temps:
+            temps = []
+            for name, expr in zip(names, exprs, strict=True):
+                temp = self.fresh(f"next_{name}")
+                self.emit(scope, f"let {temp} = {expr};")
+                temps.append(temp)
+            exprs = temps
+        for name, expr in zip(names, exprs, strict=True):
+            if expr != name:
+                self.emit(scope, f"{name} = {expr};")
+
+    def op_for(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        results = self.resolved.result_ids(op)
+        lower, upper, step, inits = operands[0], operands[1], operands[2], operands[3:]
+        body = op.regions[0].blocks[0]
+        args = self.resolved.block_args[id(body)]
+        names = self.carried_names(op, args[1:], results)
+        self.declare_carried(scope, names, inits)
+        line = location_line(self.first_location(op))
+        loop_var = self.source.loop_vars.get(line or -1) if line is not None else None
+        iv = self.fresh(loop_var or "i")
+        self.bind(args[0], iv, "scalar", self.scalar_type(args[0]))
+        self.bind_carried(names, args[1:])
+        bounds = f"{self.use(lower, 'scalar')}..{self.use(upper, 'scalar')}"
+        self.emit(scope, f"for {iv} in ({bounds}).step_by({self.use(step, 'scalar')} as usize) {{")
+        inner = _Scope(lines=scope.lines, depth=scope.depth + 1, in_loop=True)
+        for inner_op in body.ops:
+            if inner_op.name == "continue":
+                self.assign_carried(inner, names, self.resolved.operand_ids(inner_op))
+                continue
+            self.comment_source(inner_op, inner)
+            self.emit_op(inner_op, inner)
+        self.emit(scope, "}")
+        self.bind_carried(names, results)
+
+    def op_loop(self, op: Op, scope: _Scope) -> None:
+        operands = self.resolved.operand_ids(op)
+        results = self.resolved.result_ids(op)
+        body = op.regions[0].blocks[0]
+        args = self.resolved.block_args[id(body)]
+        guard = _while_guard(body.ops, args, self.resolved)
+        if guard is None:
+            raise Blocked(
+                "loop",
+                self.where(op),
+                "only `while`-shaped loops lift: cutile-rs threads every carried value "
+                "through an `if` that breaks or continues",
+            )
+        names = self.carried_names(op, args, results)
+        self.declare_carried(scope, names, operands)
+        self.bind_carried(names, args)
+        cond_scope = _Scope(lines=[], depth=1, in_loop=True)
+        for inner_op in body.ops[:guard]:
+            self.emit_op(inner_op, cond_scope)
+        condition = body.ops[guard]
+        cond_value = self.resolved.operand_ids(condition)[0]
+        cond_expr = self.use(cond_value, "scalar")
+        if cond_scope.lines:
+            self.emit(scope, "while {")
+            scope.lines.extend(INDENT * scope.depth + line for line in cond_scope.lines)
+            self.emit(scope, f"{INDENT}{cond_expr}\n}} {{")
+        else:
+            self.emit(scope, f"while {cond_expr} {{")
+        inner = _Scope(lines=scope.lines, depth=scope.depth + 1, in_loop=True)
+        for inner_op in body.ops[guard + 1 :]:
+            if inner_op.name == "continue":
+                self.assign_carried(inner, names, self.resolved.operand_ids(inner_op))
+                continue
+            if inner_op.name == "break" or any(
+                x.name in ("break", "continue") for x in inner_op.walk() if x is not inner_op
+            ):
+                raise Blocked(
+                    inner_op.name,
+                    self.where(inner_op),
+                    "a break or continue inside an `if`: cutile-rs threads every carried "
+                    "value through that `if`",
+                )
+            self.comment_source(inner_op, inner)
+            self.emit_op(inner_op, inner)
+        self.emit(scope, "}")
+        self.bind_carried(names, results)
+
+    def op_if(self, op: Op, scope: _Scope) -> None:
+        results = self.resolved.result_ids(op)
+        if any(x.name in ("break", "continue") for x in op.walk()):
+            raise Blocked(
+                "if",
+                self.where(op),
+                "a break or continue inside an `if`: cutile-rs threads every carried value "
+                "through that `if`",
+            )
+        if scope.in_loop or len(results) > 1:
+            self.if_helper(op, scope)
+            return
+        cond = self.resolved.operand_ids(op)[0]
+        header = f"if {self.use(cond, 'scalar')} {{"
+        if results:
+            value = results[0]
+            form, rust_type = self.carried_type(value)
+            name = self.fresh(self.base_name(op))
+            header = f"let {name}: {rust_type} = {header}"
+        self.emit(scope, header)
+        for index, region in enumerate(op.regions):
+            if index == 1:
+                if not results and _empty_region(region):
+                    continue
+                self.emit(scope, "} else {")
+            self.emit_branch(region, scope, results)
+        self.emit(scope, "};" if results else "}")
+        if results:
+            form, rust_type = self.carried_type(results[0])
+            self.bind(results[0], name, form, rust_type)
+
+    def emit_branch(self, region: Region, scope: _Scope, results: list[int]) -> None:
+        inner = _Scope(lines=scope.lines, depth=scope.depth + 1, in_loop=scope.in_loop)
+        saved = dict(self.bindings)
+        for op in region.ops:
+            if op.name == "yield":
+                values = self.resolved.operand_ids(op)
+                if values:
+                    form, _ = self.carried_type(results[0])
+                    want: Literal["scalar", "tile", "any"] = "scalar" if form == "scalar" else (
+                        "tile" if form == "tile" else "any"
+                    )
+                    self.emit(inner, self.use(values[0], want))
+                continue
+            self.comment_source(op, inner)
+            self.emit_op(op, inner)
+        self.bindings = {**saved, **{k: v for k, v in self.bindings.items() if k not in saved}}
+
+    def if_helper(self, op: Op, scope: _Scope) -> None:
+        """An `if` as a helper function: cutile-rs inlines it, and inside the helper
+        no loop-carried value is in scope to be threaded through the branches."""
+        raise Blocked(
+            "if",
+            self.where(op),
+            "an `if` with results inside a loop (helper-function lifting not implemented)",
+        )
+
+
+def _dtype_element(dtype: str) -> str:
+    from nodes.kernel_writer.rust_types import DTYPE_ELEMENTS
+
+    return DTYPE_ELEMENTS[dtype]
+
+
+def _assume_call(op: Op, where: str, fact: tuple[int, str] | None) -> str:
+    attributes = op.attributes
+    if "div_by" in attributes:
+        parts = [p.strip() for p in attributes["div_by"].replace("every", ",").split(",")]
+        if len(parts) == 1:
+            divisor = parts[0]
+            if fact is not None and str(fact[0]) == divisor:
+                # A launch fact that varies: stated only when the launch has it.
+                return f"{FACT_HELPER}::<_, {fact[1]}>"
+            return f"assume_div_by::<_, {divisor}>"
+        raise Blocked("assume", where, f"div_by<{attributes['div_by']}>")
+    if "bounded" in attributes:
+        lower, upper = (p.strip() for p in attributes["bounded"].split(","))
+        if upper == "?":
+            return f"assume_bounds_lower::<_, {lower}>"
+        if lower == "?":
+            return f"assume_bounds_upper::<_, {upper}>"
+        return f"assume_bounds::<_, {lower}, {upper}>"
+    raise Blocked("assume", where, f"predicate {attributes}")
+
+
+def _latency(op: Op) -> str:
+    hints = op.attributes.get("optimization_hints", "")
+    for _, body in _split_hint_arches(hints):
+        for item in body.split(","):
+            key, _, value = item.partition("=")
+            if key.strip() == "latency":
+                return value.strip()
+    return "0"
+
+
+def _split_hint_arches(text: str) -> list[tuple[str, str]]:
+    """`default={a=1, b=2}, sm_90={c=3}` -> [("default", "a = 1, b = 2"), ...]."""
+    out = []
+    for chunk in text.split("}"):
+        arch, _, body = chunk.strip(" ,").partition("={")
+        if arch:
+            items = [item.strip() for item in body.split(",") if item.strip()]
+            out.append((arch.strip(), ", ".join(i.replace("=", " = ") for i in items)))
+    return out
+
+
+def _identity_for(helper: str, element: str) -> str:
+    """The identity cutile-rs's reduce helper writes, in the parser's spelling."""
+    from tileir import attrs
+
+    if is_float(element):
+        value = {
+            "reduce_sum": "0",
+            "reduce_prod": "1",
+            "reduce_max": "-inf",
+            "reduce_min": "inf",
+        }[helper]
+        return "[" + attrs.scalar_literal(value, element) + "]"
+    width = int(element[1:])
+    value_int = {
+        "reduce_sum": 0,
+        "reduce_prod": 1,
+        "reduce_max": -(1 << (width - 1)),
+        "reduce_min": (1 << (width - 1)) - 1,
+    }[helper]
+    return f"[{element}:{value_int}]"
+
+
+def _identities(op: Op) -> str:
+    """The op's identities as `[type:value]`, whichever spelling the parser kept."""
+    from tileir import attrs
+
+    text = op.attributes.get("identities", "").strip().strip("[]")
+    element = tile_info(op.operand_types[0]).element if op.operand_types else ""
+    values = []
+    for part in text.split(","):
+        value, _, type_name = part.partition(":")
+        type_name, value = type_name.strip(), value.strip()
+        if value in ("f16", "bf16", "f32", "f64") or value.startswith("i"):
+            value, type_name = type_name, value  # already `type:value`
+        values.append(attrs.scalar_literal(value, type_name or element))
+    return "[" + ", ".join(values) + "]"
+
+
+def _empty_region(region: Region) -> bool:
+    return all(op.name == "yield" and not op.operands for op in region.ops)
+
+
+def _while_guard(ops: list[Op], args: list[int], resolved: Resolved) -> int | None:
+    """Index of the `if %c {} else { break <carried> }` that makes a loop a
+    `while`, when every op before it only computes the condition."""
+    for index, op in enumerate(ops):
+        if op.name != "if":
+            if any(x.name in ("break", "continue") for x in op.walk()):
+                return None
+            continue
+        if resolved.result_ids(op) or len(op.regions) != 2 or not _empty_region(op.regions[0]):
+            return None
+        else_ops = op.regions[1].ops
+        if len(else_ops) != 1 or else_ops[0].name != "break":
+            return None
+        if resolved.operand_ids(else_ops[0]) != args:
+            return None
+        return index
+    return None

@@ -1,0 +1,106 @@
+"""Rust spellings of `constant` op values that cutile-rs encodes bit-exactly.
+
+The parser normalises a constant to `type:value` with floats as bit patterns
+(`f32:0x3fb8aa3b`). A float becomes the shortest decimal that rounds back to
+the same bits in its type; infinities and zero of 16-bit floats and of the
+dtype generic `E` use the associated constants cutile-rs understands
+(`f16::ZERO`, `E::NEG_INFINITY`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+from nodes.kernel_writer.errors import Blocked
+from tileir.ir import Op
+
+_FLOAT_WIDTH = {"f16": ("e", 2), "f32": ("f", 4), "f64": ("d", 8)}
+_ASSOCIATED = {0.0: "ZERO", 1.0: "ONE", math.inf: "INFINITY", -math.inf: "NEG_INFINITY"}
+
+
+@dataclass(frozen=True)
+class RustLiteral:
+    """`scalar`: a Rust expression of the scalar type (None when cutile-rs
+    accepts the value only inside `constant(...)`); `dense`: the value as the
+    first argument of `constant(value, shape)`."""
+
+    scalar: str | None
+    dense: str
+
+
+def _float_from_bits(bits: int, element: str) -> float:
+    if element == "bf16":
+        return float(struct.unpack("<f", struct.pack("<I", bits << 16))[0])
+    fmt, size = _FLOAT_WIDTH[element]
+    return float(struct.unpack("<" + fmt, bits.to_bytes(size, "little"))[0])
+
+
+def _round_trips(text: str, value: float, element: str) -> bool:
+    candidate = float(text)
+    if element == "bf16":
+        packed = struct.unpack("<I", struct.pack("<f", candidate))[0] >> 16
+        return packed == struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+    fmt, _ = _FLOAT_WIDTH[element]
+    return struct.pack("<" + fmt, candidate) == struct.pack("<" + fmt, value)
+
+
+def shortest_float(value: float, element: str) -> str:
+    """The shortest decimal that rounds to `value` in `element`, with a point."""
+    for digits in range(1, 18):
+        text = f"{value:.{digits}g}"
+        if _round_trips(text, value, element):
+            break
+    if "e" in text or "inf" in text or "nan" in text:
+        mantissa, _, exponent = text.partition("e")
+        if "." not in mantissa:
+            mantissa += ".0"
+        return f"{mantissa}e{exponent}" if exponent else mantissa
+    return text if "." in text else text + ".0"
+
+
+def _float_literal(bits: int, ir_element: str, rust: str, where: str, op: Op) -> RustLiteral:
+    value = _float_from_bits(bits, ir_element)
+    if math.isnan(value):
+        raise Blocked(op.name, where, "a NaN constant has no exact cutile-rs spelling")
+    negative_zero = value == 0.0 and math.copysign(1.0, value) < 0
+    if rust == "E" or rust in ("f16", "bf16"):
+        if value in _ASSOCIATED and not negative_zero:
+            name = _ASSOCIATED[value]
+            return RustLiteral(None, f"{rust}::{name}")
+        if rust == "E":
+            raise Blocked(
+                op.name, where, f"the dtype-generic constant {value!r} has no spelling for every E"
+            )
+        return RustLiteral(None, shortest_float(value, ir_element))
+    if math.isinf(value):
+        return RustLiteral(None, f"{rust}::{'INFINITY' if value > 0 else 'NEG_INFINITY'}")
+    text = shortest_float(value, ir_element)
+    return RustLiteral(f"{text}{rust}", f"{text}{rust}")
+
+
+def constant_literal(value: str, rust: str, where: str, op: Op) -> RustLiteral:
+    """`value` is the parser's `type:value`; `rust` the Rust element type."""
+    ir_element, _, body = value.partition(":")
+    body = body.strip()
+    if body.startswith("["):
+        raise Blocked(op.name, where, "a non-splat dense constant")
+    if ir_element == "i1":
+        text = "true" if body in ("1", "-1", "true") else "false"
+        return RustLiteral(text, text)
+    if ir_element in ("f16", "bf16", "f32", "f64"):
+        bits = int(body, 16) if body.lower().startswith("0x") else None
+        if bits is None:
+            raise Blocked(op.name, where, f"unreadable float constant {value}")
+        return _float_literal(bits, ir_element, rust, where, op)
+    if ir_element.startswith("i"):
+        number = int(body)
+        if rust.startswith("u") and number < 0:
+            number += 1 << int(ir_element[1:])
+        if rust == "E":
+            if number == 0:
+                return RustLiteral(None, "E::ZERO")
+            raise Blocked(op.name, where, "a dtype-generic integer constant")
+        return RustLiteral(f"{number}{rust}", f"{number}{rust}")
+    raise Blocked(op.name, where, f"constant of type {ir_element}")

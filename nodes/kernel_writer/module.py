@@ -1,0 +1,78 @@
+"""Assemble lifted entries into one `kernel.rs`: a `#[cutile::module]` with one
+`#[cutile::entry]` per structural variant (or literal-specialised entry)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nodes.kernel_writer.lifter import INDENT, LiftedKernel
+
+
+@dataclass(frozen=True)
+class GenericParam:
+    name: str
+    kind: str  # "type" (E: ElementType) or "const" (i32)
+
+    @property
+    def declaration(self) -> str:
+        return f"{self.name}: ElementType" if self.kind == "type" else f"const {self.name}: i32"
+
+
+@dataclass
+class EntryCode:
+    """One entry function, its generic parameters and the text it carries."""
+
+    name: str
+    lifted: LiftedKernel
+    generics: list[GenericParam] = field(default_factory=list)
+    doc: list[str] = field(default_factory=list)
+    body_text: list[str] = field(default_factory=list)
+
+
+def module_name(kernel: str) -> str:
+    return f"{kernel.removesuffix('_kernel')}_port"
+
+
+def render_entry(entry: EntryCode) -> list[str]:
+    lifted = entry.lifted
+    attribute = f"#[cutile::entry({lifted.entry_hints or ''})]"
+    generics = ""
+    if entry.generics:
+        generics = "<" + ", ".join(g.declaration for g in entry.generics) + ">"
+    lines = [f"{INDENT}/// {line}".rstrip() for line in entry.doc]
+    lines += [
+        f"{INDENT}{attribute}",
+        f"{INDENT}#[allow(clippy::too_many_arguments, unused_variables)]",
+        f"{INDENT}unsafe fn {entry.name}{generics}(",
+    ]
+    lines += [f"{INDENT * 2}{param}," for param in lifted.params]
+    lines.append(f"{INDENT}) {{")
+    lines += [f"{INDENT}{line}" if line else "" for line in entry.body_text or lifted.body]
+    lines.append(f"{INDENT}}}")
+    return lines
+
+
+FACT_HELPER_LINES = [
+    "/// `x` with the launch fact \"divisible by D\" stated when the launch has one",
+    "/// (D > 1), as cuTile Python states it; compiles to one `assume` or to nothing.",
+    "fn divisible<T, const D: i32>(x: T) -> T {",
+    f"{INDENT}if D > 1 {{",
+    f"{INDENT * 2}unsafe {{ assume_div_by::<_, D>(x) }}",
+    f"{INDENT}}} else {{",
+    f"{INDENT * 2}x",
+    f"{INDENT}}}",
+    "}",
+]
+
+
+def render_module(kernel: str, header: list[str], entries: list[EntryCode]) -> str:
+    lines = [f"//! {line}".rstrip() for line in header]
+    lines += ["", "#[cutile::module]", f"pub mod {module_name(kernel)} {{", f"{INDENT}use cutile::core::*;"]
+    if any("divisible::<" in line for entry in entries for line in entry.body_text):
+        lines.append("")
+        lines += [f"{INDENT}{line}" for line in FACT_HELPER_LINES]
+    for entry in entries:
+        lines.append("")
+        lines += render_entry(entry)
+    lines.append("}")
+    return "\n".join(lines) + "\n"

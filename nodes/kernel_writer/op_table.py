@@ -1,0 +1,507 @@
+"""The op mapping: for each Tile IR op the cuTile kernels of this class emit,
+the cutile-rs 0.5.0 construct that compiles back to exactly that op, with the
+same attributes. Each mapping names the probe kernel (tests/kernel_writer/
+fixtures/probes) and the IR line pattern that proves it; the test suite
+compiles every probe through the exporter and checks every pattern.
+
+docs/OP_MAPPING.md is this table in prose; docs/UPSTREAM_GAPS.md lists the
+attribute forms no construct reproduces (the `gaps` ids below).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Probe:
+    fixture: str  # file stem in tests/kernel_writer/fixtures/probes
+    kernel: str
+    pattern: str  # regex matched against a line of the probe's tileirdisasm text
+    generics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OpMapping:
+    op: str
+    rust: str
+    attributes: str
+    probes: tuple[Probe, ...]
+    surface: str = "core"  # core (safe or unsafe `cutile::core` fn), operator, control, implicit
+    gaps: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _p(fixture: str, kernel: str, pattern: str, generics: tuple[str, ...] = ()) -> Probe:
+    return Probe(fixture, kernel, pattern, generics)
+
+
+def _views(pattern: str) -> Probe:
+    return _p("views", "views", pattern, ("64",))
+
+
+def _ints(pattern: str) -> Probe:
+    return _p("int_ops", "int_ops", pattern)
+
+
+def _floats(pattern: str) -> Probe:
+    return _p("float_ops", "float_ops", pattern)
+
+
+def _shapes(pattern: str) -> Probe:
+    return _p("shape_ops", "shape_ops", pattern)
+
+
+def _control(pattern: str) -> Probe:
+    return _p("control", "control", pattern)
+
+
+V = r"%[\w#]+"  # a value name in tileirdisasm text
+
+OP_TABLE: tuple[OpMapping, ...] = (
+    OpMapping(
+        "make_token",
+        "new_token_unordered()",
+        "none",
+        (_views(r"= make_token : token$"),),
+    ),
+    OpMapping(
+        "assume",
+        "assume_div_by::<_, N>(x), assume_bounds_lower::<_, L>(x), assume_bounds_upper::<_, U>(x),"
+        " assume_bounds::<_, L, U>(x)",
+        "div_by<N>; bounded<L, ?> / <?, U> / <L, U>; the operand may be a pointer tile or an "
+        "i32 scalar",
+        (
+            _views(rf"assume div_by<16>, {V} : tile<ptr<f32>>"),
+            _views(rf"assume div_by<4>, {V} : tile<i32>"),
+            _views(rf"assume bounded<0, \?>, {V} : tile<i32>"),
+        ),
+        gaps=("G1",),
+    ),
+    OpMapping(
+        "constant",
+        "`let c: i32 = 5i32;` (rank 0: i32/i64/u32/u64/f32/f64/bool) or "
+        "`constant(v, shape![..])`",
+        "value bit-exact: shortest round-trip decimal; +-inf and f16/bf16/E zero, one, "
+        "infinities through associated constants (`f32::NEG_INFINITY`, `E::ZERO`)",
+        (
+            _shapes(r"constant <f32: 0xFF800000> : tile<4x1xf32>"),
+            _shapes(r"constant <i1: true> : tile<8xi1>"),
+            _shapes(r"constant <f16: 0\.000000e\+00> : tile<16x16xf16>"),
+        ),
+    ),
+    OpMapping("return", "end of the entry function", "none", (_views(r"^\s*return$"),), "implicit"),
+    OpMapping(
+        "get_tile_block_id",
+        "get_tile_block_id() -> (i32, i32, i32)",
+        "none",
+        (_views(r"get_tile_block_id : tile<i32>"),),
+        gaps=("G2",),
+    ),
+    OpMapping(
+        "get_num_tile_blocks",
+        "get_num_tile_blocks() -> (i32, i32, i32)",
+        "none",
+        (_views(r"get_num_tile_blocks : tile<i32>"),),
+        gaps=("G2",),
+    ),
+    OpMapping(
+        "reshape",
+        "x.reshape(shape![..]) on Tile and PointerTile",
+        "none",
+        (
+            _shapes(rf"reshape {V} : tile<4x8xf32> -> tile<32xf32>"),
+            _shapes(rf"reshape {V} : tile<ptr<f32>> -> tile<1x1xptr<f32>>"),
+        ),
+    ),
+    OpMapping(
+        "broadcast",
+        "x.broadcast(shape![..]) on Tile and PointerTile",
+        "none",
+        (
+            _shapes(rf"broadcast {V} : tile<4x1xf32> -> tile<4x8xf32>"),
+            _shapes(rf"broadcast {V} : tile<1x1xptr<f32>> -> tile<4x8xptr<f32>>"),
+        ),
+    ),
+    OpMapping(
+        "addi",
+        "a + b; addi(a, b, overflow::X) when the reference carries an overflow flag",
+        "overflow<no_signed_wrap|no_unsigned_wrap|no_wrap>; none through the operator",
+        (_ints(rf"addi {V}, {V} : tile<64xi32>$"), _ints(r"addi .* overflow<no_signed_wrap>")),
+        "operator",
+        ("G3",),
+    ),
+    OpMapping(
+        "subi",
+        "a - b; subi(a, b, overflow::X)",
+        "as addi",
+        (_ints(rf"subi {V}, {V} : tile<64xi32>$"), _ints(rf"subi {V}, {V} : tile<i32>$")),
+        "operator",
+        ("G3",),
+    ),
+    OpMapping(
+        "muli",
+        "a * b; muli(a, b, overflow::X)",
+        "as addi",
+        (_ints(rf"muli {V}, {V} : tile<64xi32>$"), _ints(r"muli .* overflow<no_wrap>")),
+        "operator",
+        ("G3",),
+    ),
+    OpMapping(
+        "divi",
+        "a / b (rounding zero); divi(a, b, rounding::NegativeInf|PositiveInf)",
+        "signedness from the Rust element type (i32 signed, u32 unsigned); rounding",
+        (
+            _ints(r"divi .* signed rounding<negative_inf> : tile<64xi32>"),
+            _ints(r"divi .* unsigned rounding<positive_inf>"),
+            _ints(rf"divi {V}, {V} signed : tile<i32>$"),
+        ),
+        "operator",
+    ),
+    OpMapping(
+        "remi",
+        "a % b",
+        "signedness from the element type",
+        (_ints(r"remi .* signed : tile<64xi32>"), _ints(r"remi .* unsigned : tile<64xi32>")),
+        "operator",
+    ),
+    OpMapping(
+        "mini",
+        "min(a, b) on scalars; mini(a, b) on tiles",
+        "signedness from the element type",
+        (_ints(r"mini .* signed : tile<i32>"), _ints(r"mini .* unsigned : tile<64xi32>")),
+    ),
+    OpMapping(
+        "maxi",
+        "max(a, b) on scalars; maxi(a, b) on tiles",
+        "signedness from the element type",
+        (_ints(r"maxi .* signed : tile<64xi32>"), _ints(r"maxi .* unsigned : tile<64xi32>")),
+    ),
+    OpMapping("andi", "a & b (also on bool tiles)", "none", (_ints(r"andi .* : tile<64xi1>"),),
+              "operator"),  # fmt: skip
+    OpMapping("ori", "a | b", "none", (_ints(r"ori .* : tile<64xi32>"),), "operator"),
+    OpMapping("xori", "a ^ b", "none", (_ints(r"xori .* : tile<64xi1>"),), "operator"),
+    OpMapping(
+        "shli",
+        "a << b",
+        "overflow none through the operator",
+        (_ints(r"shli .* : tile<64xi32>"),),
+        "operator",
+    ),
+    OpMapping(
+        "shri",
+        "a >> b",
+        "signedness from the element type",
+        (_ints(r"shri .* signed : tile<64xi32>"), _ints(r"shri .* unsigned : tile<64xi32>")),
+        "operator",
+    ),
+    OpMapping(
+        "cmpi",
+        "a < b (scalars); cmpi(a, b, predicate::X) (tiles)",
+        "all six predicates; signedness from the element type",
+        (
+            _ints(r"cmpi equal .* signed"),
+            _ints(r"cmpi not_equal .* signed"),
+            _ints(r"cmpi less_than_or_equal .* signed"),
+            _ints(r"cmpi greater_than .* signed"),
+            _ints(r"cmpi greater_than_or_equal .* signed : tile<i32>"),
+            _ints(r"cmpi less_than .* unsigned : tile<64xi64>"),
+        ),
+    ),
+    OpMapping(
+        "select",
+        "select(cond, a, b)",
+        "none",
+        (_ints(r"select .* : tile<64xi1>, tile<64xi32>"), _ints(r"select .* : tile<i1>, tile<i32>")),
+    ),
+    OpMapping(
+        "exti",
+        "exti(x) with the result type annotated",
+        "signedness from the source element type; the result may be typed unsigned "
+        "(`exti::<i32, u64>`) so that later unsigned compares on it type-check",
+        (_ints(r"exti .* signed : tile<64xi32> -> tile<64xi64>"), _ints(r"exti .* unsigned")),
+    ),
+    OpMapping(
+        "trunci",
+        "trunci(x, overflow::X)",
+        "overflow flags only: no construct emits a trunci without one",
+        (_ints(r"trunci .* overflow<no_signed_wrap> : tile<64xi32> -> tile<64xi16>"),),
+        gaps=("G4",),
+    ),
+    OpMapping(
+        "itof",
+        "itof(x, rounding::NearestEven)",
+        "signedness from the source element type; rounding",
+        (_floats(r"itof .* signed  : tile<128xi32>"), _floats(r"itof .* unsigned")),
+    ),
+    OpMapping(
+        "ftof",
+        "ftof(x, rounding::NearestEven); convert_tile::<TO, FROM, _>(x) for the dtype generic "
+        "(nothing when the types match)",
+        "rounding",
+        (_floats(r"ftof .* : tile<128xf32> -> tile<128xf16>"),),
+    ),
+    OpMapping(
+        "addf",
+        "a + b; addf(a, b, rounding::X, ftz::X)",
+        "rounding<..>, flush_to_zero",
+        (_floats(r"addf .* rounding<zero> flush_to_zero"), _floats(rf"addf {V}, {V}  : tile")),
+        "operator",
+    ),
+    OpMapping(
+        "subf",
+        "a - b; subf(a, b, rounding::X, ftz::X)",
+        "rounding, flush_to_zero",
+        (_floats(r"subf .*  flush_to_zero"),),
+        "operator",
+    ),
+    OpMapping(
+        "mulf",
+        "a * b; mulf(a, b, rounding::X, ftz::X)",
+        "rounding, flush_to_zero",
+        (_floats(r"mulf .* rounding<positive_inf>"),),
+        "operator",
+    ),
+    OpMapping(
+        "divf",
+        "a / b; divf(a, b, rounding::X, ftz::X)",
+        "rounding (approx, full ...), flush_to_zero",
+        (_floats(r"divf .* rounding<approx>"),),
+        "operator",
+    ),
+    OpMapping(
+        "fma",
+        "fma(a, b, c, rounding::X, ftz::X)",
+        "rounding, flush_to_zero",
+        (_floats(r"fma .* rounding<zero> flush_to_zero"), _floats(rf"fma {V}, {V}, {V}  :")),
+    ),
+    OpMapping("negf", "negf(x)", "none", (_floats(r"negf .* : tile<128xf32>"),)),
+    OpMapping("absf", "absf(x)", "none", (_floats(r"absf .* : tile<128xf32>"),)),
+    OpMapping(
+        "maxf",
+        "max(a, b) on scalars; maxf(a, b, nan::X, ftz::X)",
+        "propagate_nan, flush_to_zero",
+        (_floats(r"maxf .* flush_to_zero propagate_nan"), _floats(rf"maxf {V}, {V} : tile")),
+    ),
+    OpMapping(
+        "exp",
+        "exp(x); exp_with_rounding(x, rounding::Approx)",
+        "rounding<approx|full>",
+        (_floats(r"exp .* rounding<approx>"),),
+    ),
+    OpMapping(
+        "exp2",
+        "exp2(x, ftz::X)",
+        "flush_to_zero",
+        (_floats(r"exp2 .* flush_to_zero"), _floats(rf"exp2 {V} : tile<128xf32>")),
+    ),
+    OpMapping("log", "log(x)", "none", (_floats(r"= log .* : tile<128xf32>"),)),
+    OpMapping("log2", "log2(x)", "none", (_floats(r"log2 .* : tile<128xf32>"),)),
+    OpMapping(
+        "rsqrt",
+        "rsqrt(x, ftz::X)",
+        "flush_to_zero",
+        (_floats(r"rsqrt .* flush_to_zero"),),
+    ),
+    OpMapping(
+        "tanh",
+        "tanh(x); tanh_with_rounding(x, rounding::Approx)",
+        "rounding<approx|full>",
+        (_floats(r"tanh .* rounding<approx>"),),
+    ),
+    OpMapping(
+        "cmpf",
+        "a < b (scalars, ordered); cmpf(a, b, predicate::X, cmp_ordering::X)",
+        "predicate, ordered / unordered",
+        (
+            _floats(r"cmpf greater_than ordered"),
+            _floats(r"cmpf not_equal unordered"),
+        ),
+    ),
+    OpMapping("iota", "iota(shape![N])", "none", (_ints(r"iota : tile<64xi32>"),)),
+    OpMapping(
+        "permute",
+        "permute(x, const_array![..])",
+        "permutation",
+        (_shapes(r"permute .* \[1, 0\] : tile<4x8xf32> -> tile<8x4xf32>"),),
+    ),
+    OpMapping(
+        "extract",
+        "extract(x, [i, j]) with rank-0 i32 tile indices",
+        "none",
+        (_shapes(r"extract .*\[.*\] : tile<8x4xf32> -> tile<4x4xf32>"),),
+    ),
+    OpMapping(
+        "reduce",
+        "reduce_sum / reduce_max / reduce_min / reduce_prod(x, dim)",
+        "dim; the identity and combiner are the helper's own (add 0, max -inf/MIN, min "
+        "+inf/MAX, mul 1), without flags",
+        (
+            _shapes(r"reduce .* dim=1 identities=\[0xFF800000 : f32\]"),
+            _shapes(r"reduce .* dim=0 identities=\[1\.000000e\+00 : f32\]"),
+        ),
+        gaps=("G5",),
+    ),
+    OpMapping(
+        "scan",
+        "scan_sum(x, 0, reverse::Forward|Reverse, 0)",
+        "reverse; dim 0 and identity 0 only",
+        (_shapes(r"scan .* dim=0 reverse=true identities=\[0\.000000e\+00 : f32\]"),),
+        gaps=("G6",),
+    ),
+    OpMapping(
+        "mmaf",
+        "mmaf(a, b, acc)",
+        "operand and accumulator types from the tiles",
+        (_shapes(r"mmaf .* : tile<16x16xf16>, tile<16x16xf16>, tile<16x16xf32>"),),
+    ),
+    OpMapping(
+        "make_tensor_view",
+        "make_tensor_view(base, Shape::<{[-1, ..]}> { dims }, Array::<{[-1, 1]}> { dims }, token)",
+        "dynamic shape; static (unit) and dynamic strides",
+        (
+            _views(r"make_tensor_view .* strides = \[%\w+, 1\] .* strides=\[\?,1\]>"),
+            _views(r"make_tensor_view .* strides=\[\?,\?\]>"),
+        ),
+    ),
+    OpMapping(
+        "make_partition_view",
+        "make_partition_view(&tensor, shape![..], padding::X, dim_map, token)",
+        "padding_value (none, zero, neg_inf, ...); dim_map (const_array!)",
+        (
+            _views(r"make_partition_view .* padding_value = neg_inf"),
+            _views(r"make_partition_view .* padding_value = zero"),
+            _views(r"make_partition_view .* dim_map=\[1, 0\]"),
+        ),
+    ),
+    OpMapping(
+        "get_index_space_shape",
+        "get_index_space_shape(&partition) -> [i32; N]",
+        "none",
+        (_views(r"get_index_space_shape %\w+ : partition_view"),),
+    ),
+    OpMapping(
+        "load_view_tko",
+        "load_view_raw(&view, [idx..], Some(token), ordering, scope, tma, latency, [false..], "
+        "shape![..]) -> (Tile, Token)",
+        "memory ordering and scope; explicit input token; latency and allow_tma hints",
+        (
+            _views(r"load_view_tko weak .* token = %\w+ : "),
+            _views(r"load_view_tko weak .* optimization_hints = <sm_90 = \{allow_tma = false, "
+                   r"latency = 4\}>"),  # fmt: skip
+            _views(r"load_view_tko relaxed device"),
+        ),
+        gaps=("G7",),
+    ),
+    OpMapping(
+        "store_view_tko",
+        "store_view_raw(&view, tile, [idx..], Some(token), ordering, scope, tma, latency, "
+        "[false..]) -> Token",
+        "as load_view_tko",
+        (_views(r"store_view_tko weak .* token = %\w+ optimization_hints"),),
+        gaps=("G7",),
+    ),
+    OpMapping(
+        "join_tokens",
+        "join_tokens(&[a, b])",
+        "none",
+        (_views(rf"join_tokens {V}, {V} : token"),),
+    ),
+    OpMapping(
+        "offset",
+        "addptr_tile(ptrs, offsets)",
+        "none",
+        (_control(rf"offset {V}, {V} : tile<16xptr<i32>>, tile<16xi32>"),),
+    ),
+    OpMapping(
+        "int_to_ptr",
+        "int_to_ptr(x) with the pointer type annotated",
+        "none",
+        (_control(r"int_to_ptr .* : tile<i64> -> tile<ptr<i32>>"),),
+    ),
+    OpMapping(
+        "load_ptr_tko",
+        "load_ptr_tko(ptrs, ordering, scope, Some(mask), Some(pad), Some(token), Latency::<N>)",
+        "ordering/scope, mask, padding (a scalar: cutile-rs emits its reshape and broadcast "
+        "inside the load), token, latency",
+        (_control(rf"load_ptr_tko weak {V}, {V}, {V} token=%\w+"),),
+    ),
+    OpMapping(
+        "store_ptr_tko",
+        "store_ptr_tko(ptrs, tile, ordering, scope, Some(mask), Some(token), Latency::<N>)",
+        "ordering/scope, mask, token, latency",
+        (_control(rf"store_ptr_tko weak {V}, {V}, {V} token=%\w+"),),
+    ),
+    OpMapping(
+        "atomic_rmw_tko",
+        "atomic_rmw_tko(ptrs, arg, atomic::X, ordering, scope, Some(mask), Some(token))",
+        "mode, ordering, scope, mask, token",
+        (_control(r"atomic_rmw_tko acq_rel device .* add, "),),
+    ),
+    OpMapping(
+        "for",
+        "for iv in (lb..ub).step_by(step as usize) { .. } with `let mut` carried values",
+        "carried values in name order (names are chosen to sort as the reference)",
+        (_control(r"= for %loopIdx in \(%\w+ to %\w+, step %\w+\)"),),
+        "control",
+        ("G8",),
+    ),
+    OpMapping(
+        "continue",
+        "end of a loop body: assignments to the carried variables",
+        "none",
+        (_control(rf"continue {V}"),),
+        "control",
+    ),
+    OpMapping(
+        "loop",
+        "while { cond } { .. } for a loop that starts with `if c {} else { break }`",
+        "carried values in name order",
+        (_control(r"= loop iter_values"),),
+        "control",
+        ("G9",),
+    ),
+    OpMapping(
+        "break",
+        "the `while` condition",
+        "none",
+        (_control(rf"break {V}, {V}"),),
+        "control",
+        ("G9",),
+    ),
+    OpMapping(
+        "if",
+        "if c { .. } else { .. } (an if-expression for one result)",
+        "results",
+        (_control(r"= if %\w+ -> \(tile<i32>"),),
+        "control",
+        ("G9",),
+    ),
+    OpMapping(
+        "yield",
+        "the value of an if branch, the end of a reduce/scan body",
+        "none",
+        (_control(rf"yield {V}"),),
+        "control",
+    ),
+)
+
+SUPPORTED_OPS: frozenset[str] = frozenset(mapping.op for mapping in OP_TABLE)
+
+# The 63 ops production cuTile kernels of this class emit (issue 3).
+VOCABULARY: tuple[str, ...] = (
+    "make_token", "assume", "constant", "return", "get_tile_block_id", "reshape", "addi",
+    "broadcast", "cmpi", "muli", "ftof", "mulf", "addf", "iota", "andi", "for", "divf",
+    "make_tensor_view", "make_partition_view", "load_view_tko", "continue", "exti", "offset",
+    "store_view_tko", "yield", "divi", "fma", "reduce", "select", "subf", "store_ptr_tko",
+    "load_ptr_tko", "negf", "mmaf", "xori", "remi", "maxf", "exp", "mini", "exp2", "permute",
+    "subi", "maxi", "get_num_tile_blocks", "if", "rsqrt", "join_tokens", "log2", "itof",
+    "extract", "tanh", "scan", "cmpf", "ori", "trunci", "int_to_ptr", "get_index_space_shape",
+    "loop", "break", "log", "absf", "shri", "shli",
+)  # fmt: skip
+
+
+def mapping(op: str) -> OpMapping:
+    for entry in OP_TABLE:
+        if entry.op == op:
+            return entry
+    raise KeyError(op)

@@ -1,0 +1,536 @@
+"""Stage B: port one kernel from its port spec, deterministically.
+
+1. Reference exports: the variant's base configuration, a probe of it with
+   every integer constant moved to a distinct value, and one export per
+   distinct configuration to check (dtype, constants and launch facts).
+2. Lift the base and the probe to Rust; constants whose values moved the IR
+   become const generics; array dtypes that vary across the variant's
+   configurations become `E: ElementType`; launch facts (divisibility of
+   shapes, strides and base addresses) that vary become const generics too.
+   Where no generic can express the variant, each distinct constant set gets
+   its own literal-specialised entry.
+3. Write kernel.rs, compile every checked configuration from it (one resident
+   exporter), diff the IR and compare SASS on every target.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodes.kernel_writer.errors import Blocked
+from nodes.kernel_writer.generics import generic_name, probe_values, recover
+from nodes.kernel_writer.lifter import Lifter, LiftedKernel, ParamLayout
+from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
+from nodes.kernel_writer.naming import SourceNames, read_source
+from nodes.kernel_writer.rust_types import DTYPE_ELEMENTS
+from nodes.kernel_writer.verify import check_config
+from schemas.kernel_writer import (
+    REPORT_FILE,
+    BlockedConstruct,
+    ConfigCheck,
+    EntryInfo,
+    LiteralEntry,
+    PortReport,
+    RecoveredGeneric,
+    Timings,
+)
+from schemas.port_spec import PortSpec, ResolvedConfig, Variant, load_port_spec, spec_relative
+from schemas.reference_export import (
+    ArrayArg,
+    ConstantArg,
+    ExportRecord,
+    Specialisation,
+)
+from schemas.verdicts import KernelWriterVerdict
+from tileir.mlir import parse_module
+from toolchain.reference_export import (
+    CUBIN_TARGETS,
+    ReferenceExportError,
+    export_reference,
+    specialise,
+)
+from toolchain.rust_export import RustExporter
+
+KERNEL_FILE = "kernel.rs"
+
+
+@dataclass
+class _Check:
+    """One configuration to verify: its specialisation and resolved config."""
+
+    label: str
+    config: ResolvedConfig
+    spec: Specialisation
+
+
+@dataclass
+class _VariantPlan:
+    variant: Variant
+    checks: list[_Check]
+    base: _Check
+    layouts: list[ParamLayout]
+    generic_arrays: set[str]
+    facts: dict[int, tuple[int, str]]  # entry argument index -> (base value, generic)
+    fact_sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Lifted:
+    entry: EntryCode
+    variant: str
+    constants: list[str]  # constant generics, in declaration order
+    bindings: dict[str, str] = field(default_factory=dict)  # literal entries only
+    checks: list[_Check] = field(default_factory=list)
+
+
+# -- planning ------------------------------------------------------------------------
+
+
+def _configs_of(spec: PortSpec, variant: Variant) -> list[ResolvedConfig]:
+    out = []
+    for config, purpose in spec.all_configs():
+        resolved = spec.resolve(config, purpose)
+        if resolved.variant == variant.name:
+            out.append(resolved)
+    return out
+
+
+def _check_key(specialisation: Specialisation) -> str:
+    return json.dumps(specialisation.model_dump(exclude={"variant", "config", "grid"}),
+                      sort_keys=True)  # fmt: skip
+
+
+def _fact_weight(specialisation: Specialisation) -> int:
+    """How much a launch knows: richer facts make the better base to lift."""
+    total = 0
+    for param in specialisation.params.values():
+        if isinstance(param, ArrayArg):
+            facts = param.facts
+            numbers = [facts.base_addr_divisible_by, *facts.shape_divisible_by]
+            numbers += facts.stride_divisible_by
+            total += sum(n.bit_length() for n in numbers)
+    return total
+
+
+def _layouts(
+    spec: PortSpec, names: SourceNames, base: Specialisation, generic_arrays: set[str]
+) -> list[ParamLayout]:
+    order = names.params or [*spec.arrays, *spec.scalars, *spec.constants]
+    layouts = []
+    for name in order:
+        param = base.params.get(name)
+        if isinstance(param, ArrayArg):
+            layouts.append(
+                ParamLayout(
+                    name, "array", param.facts.dtype, param.facts.ndim, name in generic_arrays
+                )
+            )
+        elif param is not None and param.kind == "scalar":
+            layouts.append(ParamLayout(name, "scalar", param.dtype))
+        elif param is not None and param.kind == "array_list":
+            raise Blocked("entry", name, "lists of arrays are not lifted")
+    return layouts
+
+
+def _fact_generics(
+    layouts: list[ParamLayout], checks: list[_Check], base: _Check
+) -> tuple[dict[int, tuple[int, str]], dict[str, str]]:
+    """Launch facts that differ between the checked configurations become
+    const generics: `X_ALIGN` (base address), `X_SHAPE_1_DIV`, `X_STRIDE_0_DIV`."""
+    facts: dict[int, tuple[int, str]] = {}
+    sources: dict[str, str] = {}
+    index = 0
+    for layout in layouts:
+        if layout.kind == "scalar":
+            index += 1
+            continue
+        stem = generic_name(layout.name)
+        slots: list[tuple[int, str, str]] = [(index, f"{stem}_ALIGN", "base")]
+        slots += [(index + 1 + d, f"{stem}_SHAPE_{d}_DIV", f"shape{d}") for d in range(layout.ndim)]
+        slots += [
+            (index + 1 + layout.ndim + d, f"{stem}_STRIDE_{d}_DIV", f"stride{d}")
+            for d in range(layout.ndim)
+        ]
+        for arg, name, what in slots:
+            values = {_fact(check.spec, layout.name, what) for check in checks}
+            if len(values) > 1:
+                facts[arg] = (_fact(base.spec, layout.name, what), name)
+                sources[name] = f"{layout.name}.{what}: {sorted(values)}"
+        index += 1 + 2 * layout.ndim
+    return facts, sources
+
+
+def _fact(specialisation: Specialisation, array: str, what: str) -> int:
+    param = specialisation.params[array]
+    assert isinstance(param, ArrayArg)
+    facts = param.facts
+    if what == "base":
+        return facts.base_addr_divisible_by
+    kind, dim = what[:-1], int(what[-1])
+    return (facts.shape_divisible_by if kind == "shape" else facts.stride_divisible_by)[dim]
+
+
+def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
+    checks: dict[str, _Check] = {}
+    for resolved in _configs_of(spec, variant):
+        specialisation = specialise(resolved)
+        key = _check_key(specialisation)
+        if key not in checks:
+            label = f"{variant.name}__{resolved.name}"
+            checks[key] = _Check(label, resolved, specialisation.model_copy(update={"variant": label}))
+    ordered = list(checks.values())
+    dtypes_by_array: dict[str, set[str]] = {}
+    for check in ordered:
+        for name, arg in check.spec.params.items():
+            if isinstance(arg, ArrayArg):
+                dtypes_by_array.setdefault(name, set()).add(arg.facts.dtype)
+    generic_arrays = {name for name, dtypes in dtypes_by_array.items() if len(dtypes) > 1}
+    base = max(ordered, key=lambda c: (_base_preference(c, generic_arrays), _fact_weight(c.spec)))
+    layouts = _layouts(spec, names, base.spec, generic_arrays)
+    facts, sources = _fact_generics(layouts, ordered, base)
+    return _VariantPlan(variant, ordered, base, layouts, generic_arrays, facts, sources)
+
+
+def _base_preference(check: _Check, generic_arrays: set[str]) -> int:
+    """Lift from a narrow dtype: its conversions to float32 are explicit in the
+    IR and become `convert_tile`, which is free when E is float32."""
+    for name in generic_arrays:
+        arg = check.spec.params[name]
+        if isinstance(arg, ArrayArg) and arg.facts.dtype != "float32":
+            return 1
+    return 0
+
+
+# -- lifting -------------------------------------------------------------------------
+
+
+def _export(
+    source: Path, spec: PortSpec, specs: list[Specialisation], out: Path, cubins: bool
+) -> ExportRecord:
+    return export_reference(
+        source,
+        spec.kernel,
+        specs,
+        out,
+        cubin_targets=CUBIN_TARGETS if cubins else (),
+        entry_symbol=spec.entry_symbol,
+    )
+
+
+def _lift_file(
+    path: Path, plan: _VariantPlan, kernel: str, names: SourceNames
+) -> LiftedKernel:
+    module = parse_module(path.read_text())
+    return Lifter(module.entries[0], plan.layouts, kernel, names, plan.facts).lift()
+
+
+def _int_constants(specialisation: Specialisation) -> dict[str, int]:
+    return {
+        name: arg.value
+        for name, arg in specialisation.params.items()
+        if isinstance(arg, ConstantArg) and type(arg.value) is int
+    }
+
+
+def _with_constants(specialisation: Specialisation, values: dict[str, int], label: str) -> Specialisation:
+    params = dict(specialisation.params)
+    for name, value in values.items():
+        params[name] = ConstantArg(value=value)
+    return specialisation.model_copy(update={"params": params, "variant": label})
+
+
+# -- the stage -----------------------------------------------------------------------
+
+
+class _Porter:
+    def __init__(self, spec_path: Path, out: Path) -> None:
+        self.spec_path = spec_path
+        self.out = out
+        self.spec = load_port_spec(spec_path)
+        self.source = spec_relative(spec_path, self.spec.source)
+        self.names = read_source(self.source, self.spec.kernel)
+        self.timings: dict[str, float] = {"reference_export_s": 0.0, "lift_s": 0.0}
+        self.generics: list[RecoveredGeneric] = []
+        self.literal_entries: list[LiteralEntry] = []
+        self.notes: list[str] = []
+        self.work = Path(tempfile.mkdtemp(prefix="tileport-port-"))
+
+    def timed_export(self, specs: list[Specialisation], out: Path, cubins: bool) -> ExportRecord:
+        started = time.perf_counter()
+        try:
+            return _export(self.source, self.spec, specs, out, cubins)
+        finally:
+            self.timings["reference_export_s"] += time.perf_counter() - started
+
+    def lift_variant(self, plan: _VariantPlan, references: Path) -> list[_Lifted]:
+        kernel = self.spec.kernel
+        base_file = references / f"{plan.base.label}.loc.mlir"
+        started = time.perf_counter()
+        base = _lift_file(base_file, plan, kernel, self.names)
+        self.timings["lift_s"] += time.perf_counter() - started
+        constants = _int_constants(plan.base.spec)
+        recovered_lines: list[str] | None = base.body
+        used: list[str] = []
+        reason = ""
+        if constants:
+            probes = probe_values(constants, set())
+            probe_label = f"{plan.variant.name}__probe"
+            probe_spec = _with_constants(plan.base.spec, probes, probe_label)
+            probe_dir = self.work / f"{plan.variant.name}-probe"
+            try:
+                self.timed_export([probe_spec], probe_dir, cubins=False)
+                started = time.perf_counter()
+                probe = _lift_file(probe_dir / f"{probe_label}.loc.mlir", plan, kernel, self.names)
+                result = recover(base.body, probe.body, constants, probes)
+                self.timings["lift_s"] += time.perf_counter() - started
+                recovered_lines, used, reason = result.lines, result.used, result.reason
+            except ReferenceExportError as err:
+                recovered_lines, reason = None, f"the probe export failed: {err}"
+            except Blocked as err:
+                recovered_lines, reason = None, f"the probe did not lift: {err}"
+            if recovered_lines is not None:
+                for name in used:
+                    self.generics.append(
+                        RecoveredGeneric(
+                            name=generic_name(name),
+                            kind="constant",
+                            source=name,
+                            how=f"differential export: {name} {constants[name]} -> "
+                            f"{probes[name]} moved the IR exactly where {generic_name(name)} "
+                            "stands",
+                        )
+                    )
+        if recovered_lines is not None:
+            entry = self.entry_code(kernel, plan, base, recovered_lines, used)
+            return [_Lifted(entry, plan.variant.name, used, checks=plan.checks)]
+        return self.literal_variant(plan, references, reason, constants)
+
+    def entry_code(
+        self,
+        name: str,
+        plan: _VariantPlan,
+        lifted: LiftedKernel,
+        lines: list[str],
+        constants: list[str],
+    ) -> EntryCode:
+        generics: list[GenericParam] = []
+        if lifted.uses_element_generic:
+            generics.append(GenericParam("E", "type"))
+        generics += [GenericParam(generic_name(c), "const") for c in constants]
+        text = "\n".join(lines)
+        for _, generic in sorted(plan.facts.values(), key=lambda f: f[1]):
+            if generic in text and all(g.name != generic for g in generics):
+                generics.append(GenericParam(generic, "const"))
+        doc = [f"Variant `{plan.variant.name}` of `{self.spec.kernel}`; dispatch: "
+               f"`{plan.variant.when}`."]  # fmt: skip
+        return EntryCode(name, lifted, generics, doc, lines)
+
+    def literal_variant(
+        self, plan: _VariantPlan, references: Path, reason: str, constants: dict[str, int]
+    ) -> list[_Lifted]:
+        """One entry per distinct constant set among the checked configurations."""
+        groups: dict[tuple[tuple[str, int], ...], list[_Check]] = {}
+        for check in plan.checks:
+            key = tuple(sorted(_int_constants(check.spec).items()))
+            groups.setdefault(key, []).append(check)
+        out = []
+        for key, checks in groups.items():
+            suffix = "_".join(f"{name.lower()}{value}" for name, value in key)
+            entry_name = f"{self.spec.kernel}_{plan.variant.name}" + (f"_{suffix}" if suffix else "")
+            lifted = _lift_file(references / f"{checks[0].label}.loc.mlir", plan, entry_name,
+                                self.names)  # fmt: skip
+            entry = self.entry_code(entry_name, plan, lifted, lifted.body, [])
+            bindings = {name: str(value) for name, value in key}
+            self.literal_entries.append(
+                LiteralEntry(entry=entry_name, variant=plan.variant.name, bindings=bindings,
+                             reason=reason)  # fmt: skip
+            )
+            out.append(_Lifted(entry, plan.variant.name, [], bindings, checks))
+        return out
+
+    def generic_args(self, lifted: _Lifted, check: _Check, plan: _VariantPlan) -> list[str]:
+        args = []
+        for generic in lifted.entry.generics:
+            if generic.kind == "type":
+                dtype = next(
+                    arg.facts.dtype
+                    for name, arg in check.spec.params.items()
+                    if isinstance(arg, ArrayArg) and name in plan.generic_arrays
+                )
+                args.append(DTYPE_ELEMENTS[dtype])
+                continue
+            constant = next((c for c in lifted.constants if generic_name(c) == generic.name), None)
+            if constant is not None:
+                args.append(str(_int_constants(check.spec)[constant]))
+                continue
+            for arg_index, (_, name) in plan.facts.items():
+                if name == generic.name:
+                    args.append(str(self.fact_value(plan, check, arg_index)))
+        return args
+
+    def fact_value(self, plan: _VariantPlan, check: _Check, arg_index: int) -> int:
+        index = 0
+        for layout in plan.layouts:
+            width = 1 if layout.kind == "scalar" else 1 + 2 * layout.ndim
+            if index <= arg_index < index + width and layout.kind == "array":
+                offset = arg_index - index
+                if offset == 0:
+                    return _fact(check.spec, layout.name, "base")
+                if offset <= layout.ndim:
+                    return _fact(check.spec, layout.name, f"shape{offset - 1}")
+                return _fact(check.spec, layout.name, f"stride{offset - 1 - layout.ndim}")
+            index += width
+        raise KeyError(arg_index)
+
+    def run(self) -> PortReport:
+        started = time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        plans = [_plan(self.spec, self.names, v) for v in self.spec.variants]
+        references = self.out / "reference"
+        all_specs = [check.spec for plan in plans for check in plan.checks]
+        self.timed_export(all_specs, references, cubins=True)
+        lifted: list[_Lifted] = []
+        blocked: list[BlockedConstruct] = []
+        for plan in plans:
+            try:
+                lifted += self.lift_variant(plan, references)
+            except Blocked as err:
+                blocked.append(BlockedConstruct(op=err.op, location=err.location,
+                                                missing=err.missing, variant=plan.variant.name))  # fmt: skip
+        self.record_dtype_and_fact_generics(plans)
+        if blocked:
+            return self.report(KernelWriterVerdict.BLOCKED, blocked=blocked, started=started,
+                               summary=f"{blocked[0].op} at {blocked[0].location}: "
+                               f"{blocked[0].missing}")  # fmt: skip
+        kernel_rs = self.out / KERNEL_FILE
+        header = [
+            f"`{self.spec.kernel}` from `{self.spec.source}`, lifted from its Tile IR by tileport's",
+            "kernel writer (deterministic, no LLM). Each entry reproduces its reference's IR.",
+        ]
+        kernel_rs.write_text(render_module(self.spec.kernel, header, [item.entry for item in lifted]))
+        verify_started = time.perf_counter()
+        checks = self.verify(lifted, plans, kernel_rs, references)
+        self.timings["verify_s"] = time.perf_counter() - verify_started
+        entries = [
+            EntryInfo(
+                name=item.entry.name,
+                variant=item.variant,
+                dispatch=next(p.variant.when for p in plans if p.variant.name == item.variant),
+                generics=[g.declaration for g in item.entry.generics],
+            )
+            for item in lifted
+        ]
+        failed = [c for c in checks if c.error is not None]
+        if failed:
+            verdict = KernelWriterVerdict.FAIL_COMPILE
+            summary = f"{failed[0].config}: {failed[0].error}"
+        elif all(c.exact and c.sass_identical for c in checks):
+            verdict = KernelWriterVerdict.COMPILED
+            summary = f"{len(checks)} configuration(s) exact and SASS-identical"
+        else:
+            verdict = KernelWriterVerdict.FAIL_FIXABLE
+            worst = next(c for c in checks if not (c.exact and c.sass_identical))
+            summary = (
+                f"{worst.config}: IR {worst.ir_level}, SASS "
+                + ", ".join(f"{t.target} {'identical' if t.sass_identical else 'differs'}"
+                            for t in worst.targets)  # fmt: skip
+            )
+        return self.report(verdict, checks=checks, entries=entries, started=started,
+                           summary=summary, kernel_rs=KERNEL_FILE)  # fmt: skip
+
+    def record_dtype_and_fact_generics(self, plans: list[_VariantPlan]) -> None:
+        for plan in plans:
+            if plan.generic_arrays and not any(g.name == "E" for g in self.generics):
+                dtypes = sorted({
+                    arg.facts.dtype
+                    for check in plan.checks
+                    for name, arg in check.spec.params.items()
+                    if isinstance(arg, ArrayArg) and name in plan.generic_arrays
+                })  # fmt: skip
+                self.generics.append(
+                    RecoveredGeneric(
+                        name="E",
+                        kind="dtype",
+                        source=", ".join(sorted(plan.generic_arrays)),
+                        how=f"the variant's configurations use {', '.join(dtypes)}; the "
+                        "element type of these arrays and of every value typed like them",
+                    )
+                )
+            for name, source in plan.fact_sources.items():
+                if not any(g.name == name for g in self.generics):
+                    self.generics.append(
+                        RecoveredGeneric(name=name, kind="fact", source=source.split(":")[0],
+                                         how=f"launch fact that varies across the "
+                                         f"configurations: {source}")  # fmt: skip
+                    )
+
+    def verify(
+        self, lifted: list[_Lifted], plans: list[_VariantPlan], kernel_rs: Path, references: Path
+    ) -> list[ConfigCheck]:
+        checks = []
+        generated = self.out / "generated"
+        with RustExporter() as exporter:
+            for item in lifted:
+                plan = next(p for p in plans if p.variant.name == item.variant)
+                for check in item.checks:
+                    reference_mlir = (references / f"{check.label}.mlir").read_text()
+                    cubins = {t: references / f"{check.label}.{t}.cubin" for t in CUBIN_TARGETS}
+                    checks.append(
+                        check_config(
+                            exporter,
+                            kernel_rs.resolve(),
+                            item.entry.name,
+                            self.generic_args(item, check, plan),
+                            reference_mlir,
+                            cubins,
+                            generated,
+                            check.label,
+                            item.variant,
+                            self.out,
+                        )
+                    )
+        return checks
+
+    def report(
+        self,
+        verdict: KernelWriterVerdict,
+        *,
+        started: float,
+        summary: str,
+        checks: list[ConfigCheck] | None = None,
+        entries: list[EntryInfo] | None = None,
+        blocked: list[BlockedConstruct] | None = None,
+        kernel_rs: str | None = None,
+    ) -> PortReport:
+        timings = Timings(
+            reference_export_s=round(self.timings["reference_export_s"], 3),
+            lift_s=round(self.timings["lift_s"], 3),
+            verify_s=round(self.timings.get("verify_s", 0.0), 3),
+            total_s=round(time.perf_counter() - started, 3),
+        )
+        report = PortReport(
+            kernel=self.spec.kernel,
+            spec=str(self.spec_path),
+            verdict=verdict,
+            summary=summary,
+            kernel_rs=kernel_rs,
+            entries=entries or [],
+            generics=self.generics,
+            literal_entries=self.literal_entries,
+            checks=checks or [],
+            blocked=blocked or [],
+            timings=timings,
+            notes=self.notes,
+        )
+        (self.out / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n")
+        return report
+
+
+def port_kernel(spec_path: Path, out: Path) -> PortReport:
+    """Port the kernel of `spec_path` into `out` (kernel.rs, generated/, reference/,
+    port_report.json) and return the report."""
+    return _Porter(spec_path, out).run()

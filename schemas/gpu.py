@@ -1,0 +1,217 @@
+"""What crosses the host/GPU boundary: the library manifest, the GPU job bundle's
+manifest, and the detailed report of a GPU run.
+
+The verdict-bearing reports are `schemas.reports.CorrectnessReport` and
+`schemas.reports.PerfReport` (shared with the final gate); a GPU run writes
+them, and beside them a `GpuRunReport` with everything a person needs to
+trust the numbers: seeds, shapes and errors per case, the per-configuration
+timings with the torch column, launch counts, host overhead per call, the
+machine and the toolchain. This module imports only pydantic and the
+standard library, so the GPU runner can carry it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+LIBRARY_FILE = "libtileport_kernels.so"
+WRAPPER_MODULE = "tileport_kernels"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- the aggregated library ---------------------------------------------------------------
+
+
+class LibraryScalar(_Strict):
+    name: str
+    dtype: str
+
+
+class LibraryDim(_Strict):
+    """An extent of an array parameter: binds a dimension symbol, or must equal one
+    (or an expression the C side checks)."""
+
+    binds: str | None = None
+    equals: str | None = None
+
+
+class LibraryArray(_Strict):
+    name: str
+    rank: int = Field(ge=1)
+    dtypes: list[str] = Field(min_length=1, description="Dtypes the port takes.")
+    spec_dtypes: list[str] = Field(min_length=1, description="Dtypes the spec allows.")
+    unit_stride_dim: int | None = None
+    dims: list[LibraryDim]
+
+
+class LibraryOperator(_Strict):
+    """One operator of the aggregated library and where its sources are."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    spec: str = Field(description="Port spec, relative to the repository root.")
+    kernel: str = Field(description="Kernel source, relative to the crate's src/.")
+    rust_module_path: str = Field(description="e.g. crate::softmax::softmax_port")
+    arrays: list[LibraryArray] = Field(min_length=1)
+    scalars: list[LibraryScalar] = Field(default_factory=list)
+
+    @property
+    def symbol(self) -> str:
+        return f"cutile_{self.name}"
+
+
+class LibraryManifest(_Strict):
+    """`kernels_rs/ported/src/ffi/operators.json`: the operators the library exports."""
+
+    abi_version: int
+    operators: list[LibraryOperator] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Self:
+        names = [op.name for op in self.operators]
+        if len(names) != len(set(names)):
+            raise ValueError(f"operator listed twice: {names}")
+        return self
+
+    def with_operator(self, operator: LibraryOperator) -> LibraryManifest:
+        """The manifest with `operator` added, or replacing the one of the same name."""
+        kept = [op for op in self.operators if op.name != operator.name]
+        ordered = sorted([*kept, operator], key=lambda op: op.name)
+        return LibraryManifest(abi_version=self.abi_version, operators=ordered)
+
+    def operator(self, name: str) -> LibraryOperator:
+        for op in self.operators:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+
+# --- the GPU job bundle ------------------------------------------------------------------
+
+
+class BundleFile(_Strict):
+    path: str = Field(description="Relative to the bundle root.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    bytes: int = Field(ge=0)
+
+
+class BundleManifest(_Strict):
+    """`manifest.json` of a GPU job bundle: what to run and with what."""
+
+    bundle_version: Literal[1] = 1
+    operator: str
+    symbol: str
+    run_id: str = Field(min_length=1)
+    attempt: int = Field(1, ge=1)
+    spec: str = Field(description="The port spec, relative to the bundle root.")
+    reference_source: str = Field(description="The reference kernel source.")
+    reference_module: str | None = Field(None, description="The correctness reference module.")
+    torch_equivalent: str | None = Field(
+        None, description="`module:function` timed as a third column, when given."
+    )
+    library: str
+    wrapper: str
+    files: list[BundleFile]
+    built_on: dict[str, str] = Field(description="glibc, host, crate versions, cdef fingerprint.")
+    seeds: list[int] = Field(min_length=2)
+    perf_repetitions: int = Field(ge=5)
+    perf_warmup: int = Field(ge=1)
+
+
+# --- what a GPU run found ----------------------------------------------------------------
+
+
+class GpuEnvironment(_Strict):
+    gpu: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    clocks: dict[str, str] = Field(default_factory=dict)
+    l2_bytes: int | None = None
+    num_sms: int | None = None
+    versions: dict[str, str] = Field(default_factory=dict, description="python, torch, ...")
+    missing: list[str] = Field(default_factory=list, description="What kept the run off a GPU.")
+
+
+class CaseDetail(_Strict):
+    """One correctness case beyond what `CorrectnessCase` keeps."""
+
+    config_id: str
+    seed: int
+    ragged: bool = Field(description="Some extent is not a multiple of 16.")
+    poisoned_outputs: list[str]
+    port_status: int | None = Field(None, description="The C status when the call failed.")
+    matches_reference_kernel: bool | None = Field(
+        None, description="Bitwise equal to the cuTile Python kernel's output."
+    )
+
+
+class TimingColumn(_Strict):
+    median_us: float = Field(gt=0)
+    min_us: float = Field(gt=0)
+    launches_per_call: float = Field(ge=0)
+    samples: int = Field(ge=1)
+
+
+class PerfDetail(_Strict):
+    config_id: str
+    port: TimingColumn
+    reference: TimingColumn
+    torch: TimingColumn | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.port.median_us / self.reference.median_us
+
+
+class HostOverhead(_Strict):
+    """Host wall-clock per call (µs), launches enqueued back to back."""
+
+    config_id: str
+    calls: int = Field(ge=1)
+    port_wrapper_us: float | None = None
+    port_cffi_us: float | None = Field(None, description="Pre-built descriptors, no checks.")
+    reference_launch_us: float | None = None
+    port_graph_replay_us: float | None = None
+    reference_graph_replay_us: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class AbiProbe(_Strict):
+    case: str
+    expected: int
+    returned: int
+
+    @property
+    def passed(self) -> bool:
+        return self.expected == self.returned
+
+
+class GpuRunReport(_Strict):
+    """`gpu_run.json`: the whole story of one `tileport gpu-run`."""
+
+    FILE_NAME: ClassVar[str] = "gpu_run.json"
+
+    operator: str
+    ran_on_gpu: bool
+    statement: str = Field(min_length=1, description="Plainly: what ran where, or what did not.")
+    environment: GpuEnvironment
+    correctness_verdict: str
+    perf_verdict: str
+    cases: list[CaseDetail] = Field(default_factory=list)
+    perf: list[PerfDetail] = Field(default_factory=list)
+    host_overhead: list[HostOverhead] = Field(default_factory=list)
+    abi_probes: list[AbiProbe] = Field(default_factory=list)
+    geomean_line: str = ""
+    elapsed_s: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _gpu_claims_need_a_gpu(self) -> Self:
+        if not self.ran_on_gpu and (self.cases or self.perf or self.host_overhead):
+            raise ValueError("results without a GPU run")
+        if not self.ran_on_gpu and not self.environment.missing:
+            raise ValueError("a run that did not reach a GPU must say what was missing")
+        return self

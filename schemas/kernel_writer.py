@@ -1,0 +1,124 @@
+"""The kernel writer's port report (`port_report.json`), written by
+`tileport port-kernel` and by stage B.
+
+A port is COMPILED only when every checked configuration's generated IR is
+`exact` against its reference and its SASS is identical on every target; the
+model refuses a COMPILED report that says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.verdicts import KernelWriterVerdict
+
+REPORT_FILE = "port_report.json"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RecoveredGeneric(_Strict):
+    """A generic parameter of the Rust entries and how it was found."""
+
+    name: str
+    kind: Literal["dtype", "constant", "fact"]
+    source: str = Field(description="The spec constant, array, or array fact it stands for.")
+    how: str = Field(description="The evidence: differential export, dtype set, fact set.")
+
+
+class LiteralEntry(_Strict):
+    """An entry specialised to literal values because no generic could express it."""
+
+    entry: str
+    variant: str
+    bindings: dict[str, str] = Field(description="Constant or dtype -> the literal it bakes in.")
+    reason: str
+
+
+class EntryInfo(_Strict):
+    name: str
+    variant: str
+    dispatch: str = Field(description="The variant's dispatch condition, for the host stage.")
+    generics: list[str] = Field(description="Generic parameters, in declaration order.")
+
+
+class TargetCheck(_Strict):
+    target: str
+    sass_identical: bool
+    instructions: int = 0
+    differing_lines: int = 0
+    first_differences: list[str] = Field(default_factory=list)
+
+
+class ConfigCheck(_Strict):
+    """One configuration compiled from kernel.rs and compared with its reference."""
+
+    config: str
+    variant: str
+    entry: str
+    generic_args: list[str]
+    exact: bool
+    ir_level: str = Field(description="exact / equivalent / different (SASS aside).")
+    findings: list[str] = Field(default_factory=list, description="The IR diff's findings.")
+    targets: list[TargetCheck] = Field(default_factory=list)
+    generated_ir: str | None = Field(None, description="The generated IR, relative to --out.")
+    error: str | None = Field(None, description="Why the Rust export or a tool failed.")
+
+    @property
+    def sass_identical(self) -> bool:
+        return bool(self.targets) and all(t.sass_identical for t in self.targets)
+
+
+class BlockedConstruct(_Strict):
+    op: str
+    location: str
+    missing: str
+    variant: str | None = None
+
+
+class Timings(_Strict):
+    reference_export_s: float = 0.0
+    lift_s: float = 0.0
+    verify_s: float = 0.0
+    total_s: float = 0.0
+
+
+class PortReport(_Strict):
+    kernel: str
+    spec: str
+    verdict: KernelWriterVerdict
+    summary: str
+    kernel_rs: str | None = Field(None, description="Path of kernel.rs, relative to --out.")
+    entries: list[EntryInfo] = Field(default_factory=list)
+    generics: list[RecoveredGeneric] = Field(default_factory=list)
+    literal_entries: list[LiteralEntry] = Field(default_factory=list)
+    checks: list[ConfigCheck] = Field(default_factory=list)
+    blocked: list[BlockedConstruct] = Field(default_factory=list)
+    timings: Timings = Field(default_factory=Timings)
+    llm_tokens: int = Field(0, description="The lifter is deterministic: always zero.")
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.checks) and all(c.exact for c in self.checks)
+
+    @property
+    def sass_identical(self) -> bool:
+        return bool(self.checks) and all(c.sass_identical for c in self.checks)
+
+    @model_validator(mode="after")
+    def _verdict_matches_checks(self) -> Self:
+        if self.verdict is KernelWriterVerdict.COMPILED:
+            if self.kernel_rs is None:
+                raise ValueError("COMPILED without kernel.rs")
+            if not (self.exact and self.sass_identical):
+                raise ValueError("COMPILED needs every check exact and SASS-identical")
+            if self.blocked:
+                raise ValueError("COMPILED with blocked constructs")
+        if self.verdict is KernelWriterVerdict.BLOCKED and not self.blocked:
+            raise ValueError("BLOCKED names no construct")
+        return self

@@ -1,0 +1,118 @@
+"""Runs through LangGraph checkpointers: in memory, and SQLite resuming after a crash
+without executing the finished stages again."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from pipeline_script import HAPPY, StageCrash, Step, path_of, run_script
+
+from graph.runner import ResumeMismatch
+from schemas.pipeline import Stage, StageRecord
+
+HAPPY_PATH = ["preflight", "analyzer", "kernel_writer", "host_builder", "perf_validator"]
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoints.sqlite"
+
+
+@pytest.fixture
+def open_saver(sqlite_path: Path) -> Iterator[Callable[[], SqliteSaver]]:
+    """Open a fresh SqliteSaver per call (as a new process would), close them all after."""
+    connections: list[sqlite3.Connection] = []
+
+    def factory() -> SqliteSaver:
+        connection = sqlite3.connect(sqlite_path, check_same_thread=False)
+        connections.append(connection)
+        return SqliteSaver(connection)
+
+    yield factory
+    for connection in connections:
+        connection.close()
+
+
+def test_in_memory_saver_runs_and_reruns_on_one_thread(tmp_path: Path) -> None:
+    saver = InMemorySaver()
+    first, _ = run_script(tmp_path, checkpointer=saver, thread_id="softmax")
+    second, stages = run_script(tmp_path, checkpointer=saver, thread_id="softmax")
+    assert path_of(first) == path_of(second) == [*HAPPY_PATH, "final_gate"]
+    assert second.gate_verdict == "PASS"
+    assert len(stages.calls) == 6
+
+
+def test_sqlite_resume_after_a_crash_skips_finished_stages(
+    tmp_path: Path, open_saver: Callable[[], SqliteSaver], caplog: pytest.LogCaptureFixture
+) -> None:
+    crash = {Stage.HOST_BUILDER: [Step("ALL_PASS", crash=True)]}
+    with pytest.raises(StageCrash):
+        run_script(tmp_path, crash, checkpointer=open_saver(), thread_id="t1")
+    assert not (tmp_path / "run" / "reports" / "summary.json").exists()
+
+    with caplog.at_level(logging.WARNING):
+        summary, stages = run_script(tmp_path, checkpointer=open_saver(), thread_id="t1")
+    assert stages.calls == [Stage.HOST_BUILDER, Stage.PERF_VALIDATOR, Stage.FINAL_GATE]
+    assert path_of(summary) == [*HAPPY_PATH, "final_gate"]
+    assert [r.attempt for r in summary.stages] == [1] * 6
+    assert summary.gate_verdict == "PASS"
+    assert "unregistered type" not in caplog.text
+
+
+def test_stage_interrupted_after_writing_its_report_is_redone_idempotently(
+    tmp_path: Path, open_saver: Callable[[], SqliteSaver]
+) -> None:
+    def die_after_host_builder(record: StageRecord) -> None:
+        if record.stage is Stage.HOST_BUILDER:
+            raise StageCrash("killed after the report was written")
+
+    with pytest.raises(StageCrash):
+        run_script(
+            tmp_path, checkpointer=open_saver(), thread_id="t2", on_stage=die_after_host_builder
+        )
+    reports = tmp_path / "run" / "reports"
+    assert (reports / "host_build.json").is_file()
+
+    seen: list[StageRecord] = []
+    summary, stages = run_script(
+        tmp_path, checkpointer=open_saver(), thread_id="t2", on_stage=seen.append
+    )
+    assert [r.stage for r in seen] == [Stage.HOST_BUILDER, Stage.PERF_VALIDATOR, Stage.FINAL_GATE]
+    assert summary.gate_verdict == "PASS"
+    assert sorted(p.name for p in (reports / "history").glob("host_build.*")) == [
+        "host_build.1.json"
+    ]
+    assert json.loads((reports / "host_build.json").read_text())["attempt"] == 1
+    assert len(stages.calls) == 3
+
+
+def test_resume_refuses_another_run_directory(
+    tmp_path: Path, open_saver: Callable[[], SqliteSaver]
+) -> None:
+    crash = {Stage.ANALYZER: [Step("PASS", crash=True)]}
+    with pytest.raises(StageCrash):
+        run_script(tmp_path, crash, checkpointer=open_saver(), thread_id="t3")
+    with pytest.raises(ResumeMismatch, match="use another thread id"):
+        run_script(tmp_path, checkpointer=open_saver(), thread_id="t3", run_dir=tmp_path / "other")
+
+
+def test_a_new_thread_starts_fresh_beside_an_unfinished_one(
+    tmp_path: Path, open_saver: Callable[[], SqliteSaver]
+) -> None:
+    crash = {Stage.KERNEL_WRITER: [Step("COMPILED", crash=True)]}
+    with pytest.raises(StageCrash):
+        run_script(tmp_path, crash, checkpointer=open_saver(), thread_id="t4")
+    summary, stages = run_script(tmp_path, checkpointer=open_saver(), thread_id="t5")
+    assert stages.calls[0] is Stage.PREFLIGHT
+    assert summary.gate_verdict == "PASS"
+
+
+def test_happy_table_is_a_complete_script() -> None:
+    assert set(HAPPY) == {stage for stage in Stage if stage is not Stage.FINAL_GATE}

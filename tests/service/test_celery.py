@@ -1,0 +1,199 @@
+"""Celery mode against the real brokers (Redis, RabbitMQ): routing of graph and
+GPU tasks, the API dispatching through the broker, a real Celery worker
+consuming tasks, and (where the pipeline is complete) a whole run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from kombu import Connection
+from service_support import (
+    AUTH,
+    conversion_status,
+    corpus_copy,
+    make_context,
+    pipeline_missing,
+    service_env,
+    stop_process,
+    submit,
+    wait_for,
+)
+
+from app.api.main import create_app
+from app.context import ServiceContext
+from app.settings import Settings
+from app.worker.celery_app import CPU_QUEUE, CeleryDispatcher, gpu_queue, submit_gpu_job
+
+BROKERS = {
+    "redis": "redis://127.0.0.1:6379/13",
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//",
+}
+TEST_QUEUES = (CPU_QUEUE, gpu_queue("sm_90"), gpu_queue("sm_100"))
+
+
+def reachable(url: str) -> bool:
+    try:
+        with Connection(url, connect_timeout=3) as connection:
+            connection.ensure_connection(max_retries=1)
+            return True
+    except Exception:
+        return False
+
+
+def queue_length(url: str, name: str) -> int:
+    with Connection(url) as connection, connection.channel() as channel:
+        try:
+            return int(channel.queue_declare(queue=name, passive=True).message_count)
+        except Exception:
+            return 0
+
+
+def purge(url: str) -> None:
+    with Connection(url) as connection:
+        for name in TEST_QUEUES:
+            try:
+                connection.SimpleQueue(name).clear()
+            except Exception:
+                continue
+
+
+@pytest.fixture(params=sorted(BROKERS))
+def broker(request: pytest.FixtureRequest) -> Iterator[str]:
+    url = BROKERS[request.param]
+    if not reachable(url):
+        pytest.skip(f"{request.param} is not reachable at {url}")
+    purge(url)
+    yield url
+    purge(url)
+
+
+@pytest.fixture
+def celery_settings(settings: Settings, broker: str) -> Settings:
+    return settings.model_copy(update={"worker_mode": "celery", "broker_url": broker})
+
+
+@pytest.fixture
+def celery_context(celery_settings: Settings) -> Iterator[ServiceContext]:
+    context = make_context(celery_settings, CeleryDispatcher(celery_settings))
+    yield context
+    context.engine.dispose()
+
+
+@pytest.fixture
+def celery_client(celery_context: ServiceContext) -> Iterator[TestClient]:
+    with TestClient(create_app(celery_context)) as client:
+        yield client
+
+
+def test_submissions_go_to_the_cpu_queue(
+    celery_client: TestClient, celery_context: ServiceContext, broker: str
+) -> None:
+    assert submit(celery_client).status_code == 202
+    assert submit(celery_client).status_code == 202
+    assert queue_length(broker, CPU_QUEUE) == 2
+    ready = celery_client.get("/readyz").json()
+    assert ready["checks"]["queue"] == "ok"
+
+
+def test_gpu_jobs_go_to_their_architectures_queue(
+    celery_settings: Settings, broker: str, tmp_path: Path
+) -> None:
+    submit_gpu_job(celery_settings, tmp_path / "bundle", "sm_90")
+    submit_gpu_job(celery_settings, tmp_path / "bundle", "sm_90")
+    submit_gpu_job(celery_settings, tmp_path / "bundle", "sm_100")
+    assert queue_length(broker, gpu_queue("sm_90")) == 2
+    assert queue_length(broker, gpu_queue("sm_100")) == 1
+    assert queue_length(broker, CPU_QUEUE) == 0
+
+
+def test_an_unreachable_broker_is_503_and_not_ready(settings: Settings) -> None:
+    down = settings.model_copy(
+        update={"worker_mode": "celery", "broker_url": "redis://127.0.0.1:1/0"}
+    )
+    context = make_context(down, CeleryDispatcher(down))
+    context.dispatcher.celery.conf.broker_connection_max_retries = 0  # type: ignore[attr-defined]
+    context.dispatcher.celery.conf.broker_transport_options = {  # type: ignore[attr-defined]
+        "max_retries": 0
+    }
+    with TestClient(create_app(context)) as client:
+        response = submit(client)
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "broker_unavailable"
+        assert client.get("/readyz").status_code == 503
+    context.engine.dispose()
+
+
+def celery_worker(settings: Settings, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = service_env(
+        settings, WORKER_MODE="celery", BROKER_URL=settings.broker_url, TILEPORT_NO_GPU="1"
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "app.worker.celery_app",
+        "worker",
+        "-Q",
+        CPU_QUEUE,
+        "-P",
+        "solo",
+        "--without-gossip",
+        "--without-mingle",
+        "--loglevel",
+        "INFO",
+        *extra,
+    ]
+    with log.open("ab") as out:
+        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def test_a_worker_consumes_tasks_and_skips_what_it_cannot_claim(
+    celery_client: TestClient,
+    celery_context: ServiceContext,
+    celery_settings: Settings,
+    broker: str,
+    tmp_path: Path,
+) -> None:
+    cid = submit(celery_client).json()["id"]
+    celery_client.post(f"/v1/conversions/{cid}/cancel", headers=AUTH)
+    log = tmp_path / "celery.log"
+    worker = celery_worker(celery_settings, log)
+    try:
+        wait_for(lambda: queue_length(broker, CPU_QUEUE) == 0, 60, "the task to be consumed")
+        wait_for(lambda: "not claimable" in log.read_text(errors="replace"), 30, "the task's end")
+    finally:
+        stop_process(worker)
+    assert conversion_status(celery_client, cid) == "cancelled"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing()))
+def test_a_celery_worker_runs_a_whole_conversion(
+    celery_client: TestClient,
+    celery_context: ServiceContext,
+    celery_settings: Settings,
+    broker: str,
+    tmp_path: Path,
+) -> None:
+    celery_settings.source_root = corpus_copy(tmp_path / "corpus")
+    worker = celery_worker(celery_settings, tmp_path / "celery.log")
+    try:
+        body = {"source_path": "softmax.py", "options": {"no_gpu": True}}
+        cid = celery_client.post("/v1/conversions", json=body, headers=AUTH).json()["id"]
+        wait_for(
+            lambda: conversion_status(celery_client, cid) in {"finished", "error"},
+            900,
+            "the conversion to end",
+            step=1.0,
+        )
+    finally:
+        stop_process(worker)
+    view = celery_client.get(f"/v1/conversions/{cid}").json()
+    assert view["status"] == "finished", view["error"]
+    assert view["stages"] and view["stages"][-1]["stage"] == "final_gate"

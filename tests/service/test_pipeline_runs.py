@@ -1,0 +1,185 @@
+"""Whole conversions through the real pipeline (graph.runner.run_pipeline with
+the real stages) on the example corpus: the embedded worker, a worker killed
+mid-run and restarted, cancel of a running job, and the PR bot's report at
+the end. Skipped, with the reason, where the pipeline is not complete."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from service_support import (
+    AUTH,
+    conversion_status,
+    corpus_copy,
+    pipeline_missing,
+    service_env,
+    stop_process,
+    wait_for,
+)
+from sqlalchemy import select
+
+from app.context import ServiceContext
+from app.conversions import run_dir
+from app.storage.models import Artifact, Event, StageExecution
+from app.worker.checkpoints import open_checkpointer
+from app.worker.pool import WorkerPool
+from schemas.pipeline import RunSummary
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing())),
+]
+
+RUN_TIMEOUT_S = 900.0
+OPERATOR = "softmax"
+
+
+@pytest.fixture
+def corpus(context: ServiceContext, tmp_path: Path) -> Path:
+    root = corpus_copy(tmp_path / "corpus")
+    context.settings.source_root = root
+    context.settings.no_gpu = True
+    return root
+
+
+def start(client: TestClient, operator: str = OPERATOR) -> str:
+    body = {"source_path": f"{operator}.py", "options": {"no_gpu": True}}
+    response = client.post("/v1/conversions", json=body, headers=AUTH)
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def stage_rows(context: ServiceContext, conversion_id: str) -> list[StageExecution]:
+    with context.sessions() as session:
+        return list(
+            session.scalars(
+                select(StageExecution)
+                .where(StageExecution.conversion_id == conversion_id)
+                .order_by(StageExecution.id)
+            )
+        )
+
+
+def event_kinds(context: ServiceContext, conversion_id: str) -> list[str]:
+    with context.sessions() as session:
+        return list(
+            session.scalars(
+                select(Event.kind).where(Event.conversion_id == conversion_id).order_by(Event.id)
+            )
+        )
+
+
+def wait_terminal(client: TestClient, conversion_id: str) -> str:
+    wait_for(
+        lambda: conversion_status(client, conversion_id) in {"finished", "error", "cancelled"},
+        RUN_TIMEOUT_S,
+        f"conversion {conversion_id} to end",
+        step=1.0,
+    )
+    return conversion_status(client, conversion_id)
+
+
+@pytest.fixture
+def pool(context: ServiceContext) -> Iterator[WorkerPool]:
+    workers = WorkerPool(context.settings, context.sessions, threads=1)
+    workers.start()
+    yield workers
+    workers.stop()
+
+
+def test_embedded_worker_runs_a_conversion_to_its_end(
+    client: TestClient, context: ServiceContext, corpus: Path, pool: WorkerPool
+) -> None:
+    cid = start(client)
+    assert wait_terminal(client, cid) == "finished"
+    view = client.get(f"/v1/conversions/{cid}").json()
+    root = run_dir(context.settings, cid)
+    summary = RunSummary.model_validate_json((root / "reports" / "summary.json").read_text())
+    assert view["outcome"] == summary.outcome.value
+    assert view["gate_verdict"] == summary.gate_verdict
+    assert view["headline"] == summary.headline
+    timeline = [(s["stage"], s["attempt"], s["verdict"]) for s in view["stages"]]
+    assert timeline == [(r.stage.value, r.attempt, r.verdict) for r in summary.stages]
+    with context.sessions() as session:
+        paths = set(session.scalars(select(Artifact.path).where(Artifact.conversion_id == cid)))
+    assert "reports/summary.json" in paths
+    with open_checkpointer(context.settings.resolved_database_url) as saver:
+        config = {"configurable": {"thread_id": cid, "checkpoint_ns": ""}}
+        assert saver.get_tuple(config) is None, "checkpoints of a finished run are pruned"
+
+
+def worker_process(context: ServiceContext, log: Path) -> subprocess.Popen[bytes]:
+    env = service_env(context.settings, TILEPORT_NO_GPU="1")
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app.cli_serve", "worker", "--threads", "1"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def job_children(worker: subprocess.Popen[bytes]) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == worker.pid:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_killed_worker_resumes_without_repeating_a_stage(
+    client: TestClient, context: ServiceContext, corpus: Path, tmp_path: Path
+) -> None:
+    cid = start(client)
+    first = worker_process(context, tmp_path / "worker-1.log")
+    try:
+        wait_for(lambda: len(stage_rows(context, cid)) >= 2, RUN_TIMEOUT_S, "two stages")
+        children = job_children(first)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    finally:
+        stop_process(first)
+    done_before = [(row.stage, row.attempt) for row in stage_rows(context, cid)]
+    wait_for(lambda: all(not Path(f"/proc/{pid}").exists() for pid in children), 10, "job exit")
+    second = worker_process(context, tmp_path / "worker-2.log")
+    try:
+        assert wait_terminal(client, cid) == "finished"
+    finally:
+        stop_process(second)
+    rows = stage_rows(context, cid)
+    executions = [(row.stage, row.attempt) for row in rows]
+    assert len(executions) == len(set(executions))
+    assert executions[: len(done_before)] == done_before
+    assert "stage.repeated" not in event_kinds(context, cid)
+    assert {row.worker_attempt for row in rows[: len(done_before)]} == {1}
+    assert all(row.worker_attempt == 2 for row in rows[len(done_before) :])
+    assert event_kinds(context, cid).count("worker.claimed") == 2
+
+
+def test_cancel_reaches_a_running_job(
+    client: TestClient, context: ServiceContext, corpus: Path, pool: WorkerPool
+) -> None:
+    cid = start(client)
+    wait_for(lambda: len(stage_rows(context, cid)) >= 1, RUN_TIMEOUT_S, "a first stage")
+    response = client.post(f"/v1/conversions/{cid}/cancel", headers=AUTH)
+    assert response.status_code == 202
+    wait_for(lambda: conversion_status(client, cid) == "cancelled", 60, "the cancel")
+    stages_then = len(stage_rows(context, cid))
+    time.sleep(5)
+    assert len(stage_rows(context, cid)) == stages_then, "the job kept running"
+    assert "conversion.cancelled" in event_kinds(context, cid)
+    assert (run_dir(context.settings, cid) / "service" / "worker-1.log").is_file()

@@ -1,0 +1,111 @@
+"""Reading `cuda_tile` type text: tiles, tensor views and partition views."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tileir import attrs
+
+_TILE_SHAPE = re.compile(r"tile=\(([^)]*)\)")
+_PADDING = re.compile(r"padding_value\s*=\s*([A-Za-z_]+)")
+_DIM_MAP = re.compile(r"dim_map\s*=\s*\[([^\]]*)\]")
+_TENSOR_VIEW = re.compile(r"tensor_view<.*?strides=\[[^\]]*\]>")
+
+
+@dataclass(frozen=True)
+class TileType:
+    shape: tuple[str, ...]
+    element: str
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.element.startswith("ptr<")
+
+    @property
+    def shape_text(self) -> str:
+        return "x".join(self.shape) if self.shape else "scalar"
+
+
+@dataclass(frozen=True)
+class TensorViewType:
+    shape: tuple[str, ...]
+    element: str
+    strides: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ViewType:
+    """A partition, strided or gather/scatter view: how a memory op sees memory."""
+
+    kind: str
+    tile_shape: tuple[str, ...]
+    padding: str
+    dim_map: str
+    tensor_view: TensorViewType | None
+
+
+def parse_tile(text: str) -> TileType | None:
+    name, inner = attrs.split_angle(text)
+    if name != "tile":
+        return None
+    return TileType(*_shape_and_element(inner))
+
+
+def _shape_and_element(inner: str) -> tuple[tuple[str, ...], str]:
+    """`1x1024xf32` -> (("1", "1024"), "f32"); `ptr<f32>` -> ((), "ptr<f32>");
+    `4xptr<f16>` -> (("4",), "ptr<f16>")."""
+    pointer = inner.find("ptr<")
+    if pointer >= 0:
+        dims = inner[:pointer].rstrip("x")
+        return (tuple(dims.split("x")) if dims else ()), inner[pointer:]
+    parts = inner.split("x")
+    return tuple(parts[:-1]), parts[-1]
+
+
+def parse_tensor_view(text: str) -> TensorViewType | None:
+    name, inner = attrs.split_angle(text)
+    if name != "tensor_view":
+        return None
+    layout, _, strides = inner.partition(",")
+    shape, element = _shape_and_element(layout.strip())
+    stride_text = strides.strip().removeprefix("strides=").strip("[] ")
+    return TensorViewType(shape, element, tuple(s.strip() for s in stride_text.split(",")))
+
+
+def parse_view(text: str) -> ViewType | None:
+    name, inner = attrs.split_angle(text)
+    if not name.endswith("_view") or name == "tensor_view":
+        return None
+    tile = _TILE_SHAPE.search(inner)
+    padding = _PADDING.search(inner)
+    dim_map = _DIM_MAP.search(inner)
+    tensor = _TENSOR_VIEW.search(inner)
+    return ViewType(
+        kind=name,
+        tile_shape=tuple(tile.group(1).split("x")) if tile else (),
+        padding=padding.group(1) if padding else "none",
+        dim_map=dim_map.group(1).replace(" ", "") if dim_map else "identity",
+        tensor_view=parse_tensor_view(tensor.group(0)) if tensor else None,
+    )
+
+
+def element_of(text: str) -> str:
+    """The element type of a tile or view type, or the text itself."""
+    tile = parse_tile(text)
+    if tile is not None:
+        return tile.element
+    view = parse_view(text)
+    if view is not None and view.tensor_view is not None:
+        return view.tensor_view.element
+    return text
+
+
+def is_pointer_type(text: str) -> bool:
+    tile = parse_tile(text)
+    return tile is not None and tile.is_pointer
+
+
+def is_integer_scalar(text: str) -> bool:
+    tile = parse_tile(text)
+    return tile is not None and not tile.shape and tile.element.startswith("i")
