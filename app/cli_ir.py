@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 
 from schemas.export import RustExportRequest
+from tileir.diff import DisassemblyError, diff_files
+from tileir.diff import render_human as render_diff
+from tileir.mlir import IRSyntaxError
 from tileir.sass import compare_bytecodes
 from tileir.sass import render_human as render_sass
 from toolchain.reference_export import ReferenceExportError, export_from_spec
@@ -26,6 +29,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     export.add_argument("--variant", action="append", help="export only these variants")
     export.add_argument("--out", type=Path, required=True, help="output directory")
     export.set_defaults(handler=export_command)
+
+    diff = sub.add_parser("diff", help="canonical diff of two IRs, findings classified")
+    diff.add_argument("reference", type=Path, help="reference .bytecode or .mlir")
+    diff.add_argument("generated", type=Path, help="generated .bytecode or .mlir")
+    diff.add_argument("--json", action="store_true", help="print the report as JSON")
+    diff.set_defaults(handler=diff_command)
 
     sass = sub.add_parser("sass", help="assemble two bytecodes and compare their SASS")
     sass.add_argument("reference", type=Path, help="reference .bytecode")
@@ -62,6 +71,17 @@ def export_command(args: argparse.Namespace) -> int:
         print(f"{variant.variant}: {variant.symbol}\n  {files}")
     print(f"wrote {args.out}/export.json")
     return 0
+
+
+def diff_command(args: argparse.Namespace) -> int:
+    """Exit 0 when exact, 1 when the IRs differ, 2 when an input cannot be read."""
+    try:
+        report = diff_files(args.reference, args.generated)
+    except (IRSyntaxError, DisassemblyError, FileNotFoundError) as err:
+        print(f"error: {err}")
+        return 2
+    print(report.model_dump_json(indent=2) if args.json else render_diff(report))
+    return 0 if report.exact else 1
 
 
 def sass_command(args: argparse.Namespace) -> int:

@@ -109,9 +109,14 @@ class BundleManifest(_Strict):
     attempt: int = Field(1, ge=1)
     spec: str = Field(description="The port spec, relative to the bundle root.")
     reference_source: str = Field(description="The reference kernel source.")
+    kernel_parameters: list[str] = Field(
+        min_length=1, description="The reference kernel's parameters, in order."
+    )
     reference_module: str | None = Field(None, description="The correctness reference module.")
     torch_equivalent: str | None = Field(
-        None, description="`module:function` timed as a third column, when given."
+        None,
+        description="`module:function` (beside the spec) timed as the torch eager column; "
+        "called like the correctness reference. None: no torch column.",
     )
     library: str
     wrapper: str
@@ -205,6 +210,7 @@ class GpuRunReport(_Strict):
     perf: list[PerfDetail] = Field(default_factory=list)
     host_overhead: list[HostOverhead] = Field(default_factory=list)
     abi_probes: list[AbiProbe] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="Phases that failed, and why.")
     geomean_line: str = ""
     elapsed_s: float = Field(ge=0)
 

@@ -124,7 +124,9 @@ class ArrayInit(_Strict):
         description="A value the kernel treats specially (an ignore_index, a padding id) "
         "written over a random special_fraction of the elements after filling.",
     )
-    special_fraction: float = Field(0.0, ge=0.0, le=1.0)
+    special_fraction: float = Field(
+        0.0, ge=0.0, le=1.0, description="Fraction of elements set to special_value."
+    )
 
     @model_validator(mode="after")
     def _bounds_for_ranged_kinds(self) -> Self:
@@ -169,7 +171,7 @@ class ArrayParam(_Strict):
         description="How the correctness harness fills the array; default randn for "
         "float inputs, randint(0, 16) for integer inputs, zeros for outputs.",
     )
-    description: str = ""
+    description: str = Field("", description="Free text for readers.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -203,22 +205,22 @@ class ScalarParam(_Strict):
         description="The scalar's type in the kernel signature: a cuTile launch passes a "
         "Python int as int32, a float as float32 and a bool as bool, and takes no others."
     )
-    default: int | float | Expr | None = Field(
+    default: bool | int | float | Expr | None = Field(
         None, description="Value (or expression) used when a configuration gives none."
     )
-    description: str = ""
+    description: str = Field("", description="Free text for readers.")
 
 
 class ConstantParam(_Strict):
     """A `ct.Constant` parameter: baked into each compiled specialisation."""
 
-    type: Literal["int", "float", "bool"]
+    type: Literal["int", "float", "bool"] = Field(description="The constant's Python type.")
     default: ConstValue | None = Field(
         None,
         description="Value (or expression) used when neither the configuration nor the "
         "variant binds the constant.",
     )
-    description: str = ""
+    description: str = Field("", description="Free text for readers.")
 
 
 class Hints(_Strict):
@@ -261,13 +263,13 @@ class Variant(_Strict):
         description="Test configuration whose shapes give the facts of the reference "
         "export; default: the first test configuration that dispatches here.",
     )
-    description: str = ""
+    description: str = Field("", description="Free text for readers.")
 
 
 class Config(_Strict):
     """A concrete launch: the dimension sizes, dtypes and bindings of one call."""
 
-    name: Name
+    name: Name = Field(description="Unique among test and perf configurations.")
     dims: dict[str, int] = Field(
         default_factory=dict, description="Sizes of the dimension symbols used by shapes."
     )
@@ -281,7 +283,7 @@ class Config(_Strict):
     constants: dict[str, ConstValue] = Field(
         default_factory=dict, description="Constant bindings (win over the variant's)."
     )
-    scalars: dict[str, int | float | Expr] = Field(
+    scalars: dict[str, bool | int | float | Expr] = Field(
         default_factory=dict, description="Scalar argument values (or expressions)."
     )
     strides: dict[str, list[int]] = Field(
@@ -295,7 +297,7 @@ class Config(_Strict):
         "allocation (a sliced tensor); changes the base-address alignment.",
     )
     num_sms: int | None = Field(None, ge=1, description="Overrides num_sms (default 132).")
-    description: str = ""
+    description: str = Field("", description="Free text for readers.")
 
 
 class Reference(_Strict):
@@ -317,14 +319,18 @@ class Reference(_Strict):
 class Tolerance(_Strict):
     """Allowed error for one dtype: |out - ref| <= atol + rtol * |ref|."""
 
-    atol: float = Field(ge=0)
-    rtol: float = Field(ge=0)
+    atol: float = Field(ge=0, description="Absolute tolerance.")
+    rtol: float = Field(ge=0, description="Relative tolerance (times |reference|).")
     source: str = Field(min_length=1, description="Where the tolerance was taken from.")
 
 
 class AutotuneConfig(_Strict):
-    constants: dict[str, ConstValue] = Field(default_factory=dict)
-    hints: Hints | None = None
+    """One candidate the autotuner times."""
+
+    constants: dict[str, ConstValue] = Field(
+        default_factory=dict, description="Constant values of the candidate."
+    )
+    hints: Hints | None = Field(None, description="Compiler hints of the candidate.")
 
 
 class Autotune(_Strict):
@@ -332,7 +338,7 @@ class Autotune(_Strict):
     candidate constants/hints it times."""
 
     key: list[str] = Field(min_length=1, description="Names of dims/dtype the cache keys on.")
-    space: list[AutotuneConfig] = Field(min_length=1)
+    space: list[AutotuneConfig] = Field(min_length=1, description="The candidates.")
 
 
 class EntrySymbol(_Strict):
@@ -343,7 +349,9 @@ class EntrySymbol(_Strict):
         description="mangled: cuTile's name mangling of the signature, as a launch names "
         "it; fixed: the symbol given here.",
     )
-    symbol: Annotated[str, Field(pattern=IDENTIFIER)] | None = None
+    symbol: Annotated[str, Field(pattern=IDENTIFIER)] | None = Field(
+        None, description="The entry symbol when naming is 'fixed'."
+    )
     compare: Literal["ignore", "exact"] = Field(
         "ignore", description="ignore: diffs compare IR modulo the entry symbol."
     )
@@ -375,7 +383,7 @@ class ResolvedConfig(_Strict):
     dtype: DTypeName
     dims: dict[str, int]
     constants: dict[str, bool | int | float]
-    scalars: dict[str, int | float]
+    scalars: dict[str, bool | int | float]
     scalar_dtypes: dict[str, Literal["int32", "float32", "bool"]]
     arrays: dict[str, ResolvedArray]
     grid: tuple[int, int, int]
@@ -387,27 +395,45 @@ class PortSpec(_Strict):
 
     spec_version: Literal[1] = Field(description="Always 1.")
     name: Name = Field(description="The operator's name.")
-    description: str = ""
+    description: str = Field("", description="Free text for readers.")
     source: str = Field(min_length=1, description="Kernel source file, relative to the spec.")
     kernel: Name = Field(description="The @ct.kernel function in the source.")
-    reference_backend: Literal["cutile_python", "triton_tileir"]
+    reference_backend: Literal["cutile_python", "triton_tileir"] = Field(
+        description="The DSL the reference kernel is written in."
+    )
     launch_path: Literal["direct", "autotuned"] = Field(
         description="direct: the host launches fixed variants; autotuned: through an "
         "autotuner (then `autotune` is required)."
     )
-    arrays: dict[str, ArrayParam] = Field(min_length=1)
-    scalars: dict[str, ScalarParam] = Field(default_factory=dict)
-    constants: dict[str, ConstantParam] = Field(default_factory=dict)
+    arrays: dict[str, ArrayParam] = Field(
+        min_length=1, description="Array parameters by kernel parameter name."
+    )
+    scalars: dict[str, ScalarParam] = Field(
+        default_factory=dict, description="Runtime scalar parameters by name."
+    )
+    constants: dict[str, ConstantParam] = Field(
+        default_factory=dict, description="ct.Constant parameters by name."
+    )
     grid: list[IntOrExpr] = Field(
         min_length=1, max_length=3, description="Launch grid; missing dims are 1."
     )
-    variants: list[Variant] = Field(min_length=1)
-    test_configs: list[Config] = Field(min_length=1)
-    perf_configs: list[Config] = Field(default_factory=list)
-    reference: Reference
-    tolerances: dict[DTypeName, Tolerance] = Field(min_length=1)
-    autotune: Autotune | None = None
-    entry_symbol: EntrySymbol = Field(default_factory=lambda: EntrySymbol())
+    variants: list[Variant] = Field(
+        min_length=1, description="Compiled forms, in dispatch order (first match wins)."
+    )
+    test_configs: list[Config] = Field(
+        min_length=1, description="Correctness configurations (include ragged shapes)."
+    )
+    perf_configs: list[Config] = Field(
+        default_factory=list, description="The fixed configuration set of the perf geomean."
+    )
+    reference: Reference = Field(description="The correctness reference.")
+    tolerances: dict[DTypeName, Tolerance] = Field(
+        min_length=1, description="Per-dtype tolerances; every configuration dtype needs one."
+    )
+    autotune: Autotune | None = Field(None, description="Required when launch_path is autotuned.")
+    entry_symbol: EntrySymbol = Field(
+        default_factory=lambda: EntrySymbol(), description="Entry naming and comparison."
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:
@@ -558,19 +584,16 @@ class PortSpec(_Strict):
             env[name] = constants[name]
         return constants
 
-    def _resolve_scalars(self, config: Config, env: dict[str, Value]) -> dict[str, int | float]:
-        scalars: dict[str, int | float] = {}
+    def _resolve_scalars(
+        self, config: Config, env: dict[str, Value]
+    ) -> dict[str, bool | int | float]:
+        scalars: dict[str, bool | int | float] = {}
         for name, param in self.scalars.items():
             raw = config.scalars.get(name, param.default)
             if raw is None:
                 raise ExprError(f"scalar {name!r} has no value in the configuration or default")
             value = evaluate(raw, env) if isinstance(raw, str) else raw
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ExprError(f"scalar {name!r} must be a number, got {value!r}")
-            is_float = param.dtype in FLOAT_DTYPES
-            if not is_float and not isinstance(value, int):
-                raise ExprError(f"scalar {name!r} of dtype {param.dtype} got {value!r}")
-            scalars[name] = float(value) if is_float else value
+            scalars[name] = _as_scalar(name, param.dtype, value)
             env[name] = scalars[name]
         return scalars
 
@@ -597,6 +620,18 @@ class PortSpec(_Strict):
 
 def _first_bound(*candidates: ConstValue | None) -> ConstValue | None:
     return next((c for c in candidates if c is not None), None)
+
+
+def _as_scalar(name: str, dtype: str, value: Value) -> bool | int | float:
+    if dtype == "bool" and isinstance(value, bool):
+        return value
+    if dtype == "int32" and isinstance(value, int) and not isinstance(value, bool):
+        if not -(2**31) <= value < 2**31:
+            raise ExprError(f"scalar {name!r} = {value} does not fit int32")
+        return value
+    if dtype == "float32" and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ExprError(f"scalar {name!r} is declared {dtype} but got {value!r}")
 
 
 def _as_constant(name: str, kind: str, value: Value) -> bool | int | float:

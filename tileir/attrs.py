@@ -41,6 +41,27 @@ _SPACES = re.compile(r"\s+")
 _ANGLE_NAME = re.compile(r"^(#?[A-Za-z_][A-Za-z0-9_.$]*)<(.*)>$", re.S)
 
 
+# The rounding-mode enum as the bytecode numbers it (cutile-rs prints the
+# number inside attribute dicts: `{rounding_mode = 0}`).
+ROUNDING_MODES = (
+    "nearest_even",
+    "zero",
+    "negative_inf",
+    "positive_inf",
+    "approx",
+    "full",
+    "nearest_int_to_zero",
+    "nearest_away",
+)
+
+
+def rounding_name(text: str) -> str:
+    text = text.strip()
+    if text.isdigit() and int(text) < len(ROUNDING_MODES):
+        return ROUNDING_MODES[int(text)]
+    return text
+
+
 def keyword_category(word: str) -> str | None:
     for category, words in KEYWORD_CATEGORIES.items():
         if word in words:

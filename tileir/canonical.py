@@ -3,8 +3,9 @@
 Canonicalising (a) renames every value by definition order (`%a0..` for entry
 arguments, `%0..` for everything else, block arguments included), (b) drops
 constants that no op uses, (c) drops the entry symbol and debug-only entry
-attributes, and (d) spells literals, spacing, region syntax and the `cuda_tile.`
-prefix one way. Nothing else is forgiven: see PIPELINE.md, "Levels of sameness".
+attributes, (d) drops assumes that state nothing (see `_is_vacuous_assume`), and
+(e) spells literals, spacing, region syntax and the `cuda_tile.` prefix one way.
+Nothing else is forgiven: see PIPELINE.md, "Levels of sameness".
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tileir import attrs
-from tileir.header import group_end, region_def_positions
+from tileir.header import default_rounding, dict_attributes, group_end, region_def_positions
 from tileir.ir import Entry, Module, Op, Region
 from tileir.lexer import Kind, Token
 from tileir.resolve import Resolved, is_dead_constant, resolve
+from tileir.side import is_non_negative_assume, is_trivial_assume
 
+GRID_QUERIES = frozenset({"get_tile_block_id", "get_num_tile_blocks"})
 DEBUG_ENTRY_ATTRIBUTES = frozenset({"di_name", "sym_name", "function_type"})
 INDENT = "  "
 _NO_SPACE_BEFORE = frozenset({",", ")", "]"})
@@ -92,6 +95,10 @@ class _Printer:
         if is_dead_constant(op, self.resolved):
             self.dead += 1
             return
+        if self.is_vacuous_assume(op):
+            (result,), (operand,) = self.resolved.result_ids(op), self.resolved.operand_ids(op)
+            self.names[result] = self.names[operand]
+            return
         results = [self.define(v) for v in self.resolved.result_ids(op)]
         for region in op.regions[:1]:
             for value in self.resolved.block_args[id(region.blocks[0])] if region.blocks else []:
@@ -119,6 +126,18 @@ class _Printer:
                 self.lines.append(line + " {")
             self.region_ops(region, depth + 1)
         self.lines.append(f"{pad}}}")
+
+    def is_vacuous_assume(self, op: Op) -> bool:
+        """`div_by<1>`, and non-negativity of a block id or grid size, state
+        nothing; cutile-rs emits the latter on every grid query (docs/UPSTREAM_GAPS.md,
+        where SASS identity shows it immaterial). Any other assume is kept."""
+        if is_trivial_assume(op):
+            return True
+        if not is_non_negative_assume(op):
+            return False
+        operands = self.resolved.operand_ids(op)
+        producer = self.resolved.producer(operands[0]) if operands else None
+        return producer is not None and producer.name in GRID_QUERIES
 
     def region_args(self, op: Op, region: Region, index: int) -> str:
         if not region.blocks or (index == 0 and op.region_defs):
@@ -164,11 +183,27 @@ class _Printer:
         if keyed and token.text == "optimization_hints":
             words.append(f"optimization_hints=<{op.attributes.get('optimization_hints', '')}>")
             return group_end(body, index + 2)
+        if token.is_punct("{"):
+            end = group_end(body, index)
+            entries = dict_attributes(op.name, body[index + 1 : end - 1])
+            if entries:
+                words.append(
+                    "{" + ", ".join(f"{k} = {v}" for k, v in sorted(entries.items())) + "}"
+                )
+            return end
         if token.kind is Kind.IDENT and token.text == "rounding" and following is not None:
-            words.append(f"rounding<{following.text}>")
-            return index + 2
+            return index + 2 + self.rounding(op, following.text, words)
+        if token.kind is Kind.ANGLE and attrs.split_angle(token.text)[0] == "rounding":
+            return index + 1 + self.rounding(op, attrs.split_angle(token.text)[1], words)
         words.append(_normalise_token(token))
         return index + 1
+
+    @staticmethod
+    def rounding(op: Op, mode: str, words: list[str]) -> int:
+        """Spell a rounding mode `rounding<mode>`, or not at all when it is the default."""
+        if attrs.rounding_name(mode) != default_rounding(op.name):
+            words.append(f"rounding<{attrs.rounding_name(mode)}>")
+        return 0
 
 
 def _normalise_token(token: Token) -> str:

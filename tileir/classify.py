@@ -346,8 +346,8 @@ def _div_by_rule(op: Op, ref_value: str, gen_value: str) -> tuple[Severity, str]
     if is_pointer_type(value_type):
         return CRIT, "pointer_assume"
     ref_div, gen_div = _divisor(ref_value), _divisor(gen_value)
-    # Claiming more than the reference knows can be false at run time.
-    stronger = gen_div % ref_div != 0 or gen_div > ref_div
+    # A claim the reference's does not imply can be false at run time.
+    stronger = ref_div % gen_div != 0
     return (CRIT if stronger else WARN), "scalar_assume_on_runtime_dim"
 
 

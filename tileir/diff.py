@@ -3,6 +3,9 @@ op-by-op alignment, classified as PIPELINE.md ("IR diff: what must match").
 
     report = diff_files(Path("ref.bytecode"), Path("gen.mlir"))
     print(render_human(report))          # or report.model_dump_json(indent=2)
+
+Bad text raises IRSyntaxError (with the line); an unreadable or undecodable
+file raises DisassemblyError; a missing one FileNotFoundError.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from tileir.canonical import canonicalize
 from tileir.categories import finding
 from tileir.classify import pair_findings, unmatched_findings
 from tileir.ir import Entry, Module
+from tileir.lexer import IRSyntaxError
 from tileir.mlir import parse_module
 from tileir.side import Side
 
@@ -118,14 +122,10 @@ def _entry_findings(
             finding(Severity.CRITICAL, "entry_signature", "entry", f"the {which} entry #{index}")
         ]
     ref, gen = Side("ref", ref_entry, index), Side("gen", gen_entry, index)
-    alignment = align(ref, gen)
-    found = list(_signature_findings(ref, gen))
-    found += equivalences.detect(alignment)
-    found += pair_findings(alignment)
-    found += unmatched_findings(alignment)
-    found += _noise_findings(ref, gen)
-    found += _swizzle_findings(ref, gen)
-    if not exact and not found:
+    if exact:  # equal canonical forms: only noise can differ
+        return list(_noise_findings(ref, gen))
+    found = analyse_entries(ref, gen)
+    if not found:
         found.append(
             finding(
                 Severity.WARN,
@@ -134,6 +134,18 @@ def _entry_findings(
                 "canonical forms differ but no rule names the difference",
             )
         )
+    return found
+
+
+def analyse_entries(ref: Side, gen: Side) -> list[Finding]:
+    """Every finding between two entries: align, recognise equivalences, classify."""
+    alignment = align(ref, gen)
+    found = list(_signature_findings(ref, gen))
+    found += equivalences.detect(alignment)
+    found += pair_findings(alignment)
+    found += unmatched_findings(alignment)
+    found += _noise_findings(ref, gen)
+    found += _swizzle_findings(ref, gen)
     return found
 
 
@@ -204,7 +216,10 @@ def _noise_findings(ref: Side, gen: Side) -> Iterator[Finding]:
 def has_block_swizzle(side: Side) -> bool:
     """Tile indices of some view access computed through a grouped swizzle:
     a `mini` clamp together with a `divi`/`remi` split of the tile id."""
-    for op in side.all_ops():
+    ops = side.all_ops()
+    if not any(op.name == "mini" for op in ops):
+        return False
+    for op in ops:
         if op.name not in ("load_view_tko", "store_view_tko"):
             continue
         indices = side.resolved.operand_ids(op)[1:]
@@ -295,6 +310,8 @@ def _render_finding(item: Finding) -> list[str]:
 
 __all__ = [
     "DisassemblyError",
+    "IRSyntaxError",
+    "analyse_entries",
     "diff_files",
     "diff_modules",
     "diff_texts",

@@ -114,11 +114,11 @@ def _ceil_div(sides: _Sides, pair: Pair) -> Finding | None:
         return None
     builtin_label = sides.other(hand_label)
     numerator, divisor = sides.operands(builtin_label, builtin)[:2]
-    helpers = _hand_ceil_helpers(sides, hand_label, hand, numerator, divisor)
-    if helpers is None:
+    parts = _hand_ceil_parts(sides, hand_label, hand, numerator, divisor)
+    if parts is None:
         return None
     pair.equivalence = "ceil_div"
-    sides.al.explained.update(id(op) for op in helpers)
+    sides.al.explained.update(id(op) for op in parts)
     return finding(
         Severity.EQUIVALENT,
         "ceil_div",
@@ -132,7 +132,7 @@ def _ceil_div(sides: _Sides, pair: Pair) -> Finding | None:
     )
 
 
-def _hand_ceil_helpers(
+def _hand_ceil_parts(
     sides: _Sides, label: str, hand: Op, numerator: int, divisor: int
 ) -> list[Op] | None:
     """The addi/subi ops building `numerator + divisor - 1` on the hand side."""
@@ -154,9 +154,9 @@ def _hand_ceil_helpers(
         for a, rest in ((left, right), (right, left)):
             if not sides.same(label, a, numerator):
                 continue
-            helper = _divisor_minus_one(sides, label, rest, other, divisor)
-            if helper is not None:
-                return [top, *helper]
+            rest_ops = _divisor_minus_one(sides, label, rest, other, divisor)
+            if rest_ops is not None:
+                return [top, *rest_ops]
     return None
 
 

@@ -10,6 +10,7 @@ from tileir.ir import BlockArg, Module, Op, Region
 from tileir.lexer import IRSyntaxError, Kind, Token
 
 TERMINATORS = frozenset({"yield", "break", "continue", "return"})
+ROUNDING_KEYS = frozenset({"rounding", "rounding_mode"})
 NON_ATTRIBUTE_WORDS = frozenset({"in", "to", "step", "iter_values", "else"})
 TYPE_NAMES = frozenset(
     {"tile", "ptr", "tensor_view", "partition_view", "strided_view", "gather_scatter_view"}
@@ -119,7 +120,7 @@ class _AttributeReader:
             return end
         worded = token.kind is Kind.IDENT and token.text in attrs.VALUE_KEYWORDS
         if worded and following is not None and following.kind is Kind.IDENT:
-            self.attributes[token.text] = following.text
+            self.set(token.text, following.text)
             return index + 2
         if token.kind is Kind.IDENT:
             self.read_word(token.text)
@@ -143,6 +144,15 @@ class _AttributeReader:
             text = attrs.identities_value(text, self.element_types)
         elif key == "optimization_hints":
             text = attrs.optimization_hints_value(text)
+        self.set(key, text)
+
+    def set(self, key: str, text: str) -> None:
+        """Store an attribute, spelled one way; a default rounding is no attribute."""
+        if key in ROUNDING_KEYS:
+            text = attrs.rounding_name(text)
+            if text == default_rounding(self.op_name):
+                return
+            key = "rounding"
         self.attributes[key] = text
 
     def read_word(self, word: str) -> None:
@@ -160,7 +170,7 @@ class _AttributeReader:
     def read_angle(self, text: str) -> None:
         name, inner = attrs.split_angle(text)
         if name:
-            self.attributes[name] = attrs.squash(inner)
+            self.set(name, attrs.squash(inner))
         else:
             self.attributes["value"] = attrs.constant_value(text)
 
@@ -192,6 +202,19 @@ class _AttributeReader:
         self.attributes["permutation" if self.op_name == "permute" else "list"] = value_text(
             self.tokens[start:end]
         )
+
+
+def default_rounding(op_name: str) -> str:
+    """What no rounding attribute means: integer division truncates, float
+    ops round to nearest even (and neither printer prints the default)."""
+    return "zero" if op_name == "divi" else "nearest_even"
+
+
+def dict_attributes(op_name: str, tokens: list[Token]) -> dict[str, str]:
+    """The normalised entries of an attribute dict `{k = v, ...}` (braces excluded)."""
+    reader = _AttributeReader(op_name, [], [])
+    reader.read_dict(tokens)
+    return reader.attributes
 
 
 def element_type(type_text: str) -> str:

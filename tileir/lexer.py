@@ -3,7 +3,7 @@
 Type and attribute bodies in angle brackets (`tile<1x1024xf32>`,
 `partition_view<tile=(1x1024), padding_value = neg_inf, ...>`, `<i32: 1>`,
 `div_by<16>`) are kept whole as one token: the parser never needs to look
-inside them, and the attribute helpers parse them on demand.
+inside them, and the attribute functions parse them on demand.
 """
 
 from __future__ import annotations

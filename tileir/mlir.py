@@ -19,7 +19,6 @@ from tileir.lexer import IRSyntaxError, Kind, Token, tokenize
 MODULE_KEYWORDS = frozenset({"cuda_tile.module", "module"})
 ENTRY_KEYWORDS = frozenset({"entry", "cuda_tile.entry"})
 GLOBAL_KEYWORDS = frozenset({"cuda_tile.global", "global"})
-OP_PREFIX = "cuda_tile."
 
 
 class Parser:
@@ -58,6 +57,10 @@ class Parser:
     def at(self, text: str, ahead: int = 0) -> bool:
         token = self.peek(ahead)
         return token is not None and token.text == text and token.kind is not Kind.STRING
+
+    def at_kind(self, kind: Kind) -> bool:
+        token = self.peek()
+        return token is not None and token.kind is kind
 
     def rest_of_line(self) -> list[Token]:
         """Tokens from here to the end of the current token's line."""
@@ -114,7 +117,7 @@ class Parser:
     def parse_module_body(self, module: Module) -> None:
         self.take()
         module.source_printer = "cutile-rs"
-        if self.peek() is not None and self.peek().kind is Kind.SYMBOL:  # type: ignore[union-attr]
+        if self.at_kind(Kind.SYMBOL):
             module.name = self.take().text[1:]
         self.expect("{")
         while not self.at("}"):
@@ -141,7 +144,7 @@ class Parser:
             self.expect(":")
             type_token = self.take()
             args.append(BlockArg(name.text, type_token.text))
-            if self.peek() is not None and self.peek().kind is Kind.LOC:  # type: ignore[union-attr]
+            if self.at_kind(Kind.LOC):
                 self.take()
             if not self.at(closer):
                 self.expect(",")
@@ -210,7 +213,7 @@ class Parser:
         return op
 
     def parse_results(self) -> list[str]:
-        if self.peek() is None or self.peek().kind is not Kind.VALUE:  # type: ignore[union-attr]
+        if not self.at_kind(Kind.VALUE):
             return []
         results: list[str] = []
         while True:

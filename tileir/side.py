@@ -57,12 +57,13 @@ class Side:
 
     def __post_init__(self) -> None:
         self.resolved = resolve(self.entry)
-        self.value_hash = {}
-        _StructuralHasher(self).entry()
+        self.value_hash = {}  # filled on first use: exact diffs never align
 
     def operands_hash(self, op: Op) -> int:
         """Side-independent identity of what an op computes from: equal on
         both sides when its inputs are computed the same way."""
+        if not self.value_hash:
+            _StructuralHasher(self).entry()
         operands = self.resolved.operand_ids(op)
         return hash(tuple(self.value_hash[self.through_transparent(v)] for v in operands))
 

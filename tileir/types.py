@@ -90,22 +90,6 @@ def parse_view(text: str) -> ViewType | None:
     )
 
 
-def element_of(text: str) -> str:
-    """The element type of a tile or view type, or the text itself."""
-    tile = parse_tile(text)
-    if tile is not None:
-        return tile.element
-    view = parse_view(text)
-    if view is not None and view.tensor_view is not None:
-        return view.tensor_view.element
-    return text
-
-
 def is_pointer_type(text: str) -> bool:
     tile = parse_tile(text)
     return tile is not None and tile.is_pointer
-
-
-def is_integer_scalar(text: str) -> bool:
-    tile = parse_tile(text)
-    return tile is not None and not tile.shape and tile.element.startswith("i")

@@ -158,14 +158,19 @@ def _check_parameters(kernel: Any, spec: Specialisation) -> list[str]:
     return names
 
 
-def _array_constraint(facts: ArrayFacts) -> Any:
+def _ct_dtype(name: str) -> Any:
     import cuda.tile as ct
+
+    return ct.bool_ if name == "bool" else getattr(ct, name)
+
+
+def _array_constraint(facts: ArrayFacts) -> Any:
     from cuda.tile.compilation import ArrayConstraint
 
     return ArrayConstraint(
-        getattr(ct, facts.dtype),
+        _ct_dtype(facts.dtype),
         facts.ndim,
-        index_dtype=getattr(ct, facts.index_dtype),
+        index_dtype=_ct_dtype(facts.index_dtype),
         stride_lower_bound_incl=facts.stride_lower_bound_incl,
         alias_groups=facts.alias_groups,
         may_alias_internally=facts.may_alias_internally,
@@ -177,7 +182,6 @@ def _array_constraint(facts: ArrayFacts) -> Any:
 
 
 def _constraint(arg: ArrayArg | ArrayListArg | ScalarArg | ConstantArg) -> Any:
-    import cuda.tile as ct
     from cuda.tile.compilation import ListConstraint, ScalarConstraint
 
     match arg:
@@ -188,7 +192,7 @@ def _constraint(arg: ArrayArg | ArrayListArg | ScalarArg | ConstantArg) -> Any:
                 _array_constraint(element), alias_groups=[], elements_may_alias=may_alias
             )
         case ScalarArg(dtype=dtype):
-            return ScalarConstraint(getattr(ct, dtype))
+            return ScalarConstraint(_ct_dtype(dtype))
         case ConstantArg(value=value):
             return value
     raise AssertionError(f"unhandled parameter kind {arg!r}")
@@ -218,16 +222,21 @@ def _compile_failure(exc: BaseException, source: str, variant: str) -> ChildFail
 
     if isinstance(exc, ct.TileCompilerTimeoutError):
         return ChildFailure(_error("timeout", "tileiras timed out", variant=variant))
-    if isinstance(exc, ct.TileCompilerExecutionError | ct.TileInternalError):
+    if isinstance(exc, ct.TileCompilerExecutionError):
         message = getattr(exc, "message", None) or _describe(exc)
         return ChildFailure(_error("toolchain_error", message, variant=variant))
     if isinstance(exc, ct.TileError):
+        # The front end wraps unexpected errors (a failed broadcast, say) as internal
+        # errors; located in the user's source, they are the user's compile errors.
         loc = exc.loc
-        file = None if loc.is_unknown() else loc.filename
-        line = None if loc.is_unknown() else loc.line
-        column = None if loc.is_unknown() else loc.col + 1
         message = f"{type(exc).__name__}: {exc.message}"
-        return ChildFailure(_error("compile_error", message, file, line, column, variant))
+        if loc.is_unknown():
+            internal = isinstance(exc, ct.TileInternalError)
+            kind: ErrorKind = "toolchain_error" if internal else "compile_error"
+            return ChildFailure(_error(kind, message, variant=variant))
+        return ChildFailure(
+            _error("compile_error", message, loc.filename, loc.line, loc.col + 1, variant)
+        )
     if isinstance(exc, MemoryError):
         file, line = _user_frame(exc, source)
         message = "out of memory while compiling (address-space limit)"

@@ -343,3 +343,31 @@ class _PortLoop:
 def _first_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else ""
+
+
+# -- prose for the diagnostic stages ----------------------------------------------------
+
+
+def optional_commentary(
+    system: str,
+    question: str,
+    *,
+    settings: LlmSettings | None = None,
+    chat: ChatModel | None = None,
+) -> tuple[str | None, TokenUsage]:
+    """A few sentences of explanation for a report's notes, or (None, zero usage)
+    when no LLM is configured. Endpoint trouble becomes a note, never an error:
+    the prose is optional and the verdict never depends on it."""
+    if settings is None:
+        try:
+            settings = load_llm_settings()
+        except LlmConfigError as exc:
+            return f"LLM commentary unavailable: {exc}", TokenUsage()
+    if settings is None:
+        return None, TokenUsage()
+    try:
+        answer = ask(chat or OpenAIChat(settings), system, question)
+    except LlmEndpointError as exc:
+        return f"LLM commentary unavailable: {exc}", TokenUsage()
+    text = " ".join(answer.text.split())
+    return (f"LLM commentary ({settings.model}): {text}" if text else None), answer.usage

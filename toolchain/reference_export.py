@@ -317,6 +317,7 @@ def export_from_spec(
     kernel: str | None = None,
     target: str = "sm_90",
     variants: Sequence[str] | None = None,
+    cubin_targets: Sequence[str] = CUBIN_TARGETS,
     limits: SandboxLimits | None = None,
 ) -> ExportRecord:
     """Export every variant (or the named ones) of a port spec.
@@ -340,6 +341,7 @@ def export_from_spec(
         specs,
         out_dir,
         target=target,
+        cubin_targets=cubin_targets,
         entry_symbol=spec.entry_symbol,
         limits=limits,
     )

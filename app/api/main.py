@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.api.limits import BodySizeLimit, BodyTooLarge, too_large
@@ -78,6 +79,7 @@ def create_app(context: ServiceContext) -> FastAPI:
     app.add_exception_handler(Exception, on_unexpected)
     for module in (conversions, artifacts, webhooks, health, web):
         app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=web.WEB_DIR / "static"), name="static")
     app.add_middleware(BodySizeLimit, limit=body_limit(context))
     app.add_middleware(MetricsMiddleware, metrics=context.metrics)
     return app

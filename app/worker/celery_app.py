@@ -33,6 +33,8 @@ CPU_QUEUE = "tileport.cpu"
 RUN_TASK = "tileport.run_conversion"
 GPU_TASK = "tileport.gpu_job"
 GPU_JOB_TIMEOUT_S = 3600
+# A submission waits at most a few seconds for the broker, then answers 503.
+PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 
 
 def gpu_queue(arch: str) -> str:
@@ -52,6 +54,7 @@ def make_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_transport_options={"visibility_timeout": 3600},
         task_ignore_result=True,
+        broker_connection_timeout=3,
     )
     return celery
 
@@ -62,7 +65,12 @@ class CeleryDispatcher:
 
     def dispatch(self, conversion_id: str) -> None:
         self.celery.send_task(
-            RUN_TASK, args=[conversion_id], queue=CPU_QUEUE, task_id=uuid.uuid4().hex
+            RUN_TASK,
+            args=[conversion_id],
+            queue=CPU_QUEUE,
+            task_id=uuid.uuid4().hex,
+            retry_policy=PUBLISH_RETRY,
+            ignore_result=True,
         )
 
     def revoke(self, conversion_id: str) -> None:

@@ -1,7 +1,7 @@
 """Dropout with a counter-based hash RNG: y = x / (1 - p) where kept, else 0.
 
 Each element's random number is the 32-bit MurmurHash3 of its flat index,
-seeded with the low 32 bits of the 64-bit seed, so the mask is reproducible
+seeded with the 32-bit seed (its bits read as unsigned), so the mask is reproducible
 from (seed, index) alone and the backward pass can regenerate it. The top 24
 bits of the hash become a uniform float in [0, 1); an element is kept when it
 is >= p.

@@ -99,15 +99,15 @@ def _recording(original: Callable[..., Any], into: list[CapturedLaunch]) -> Call
 
 def describe_launch(grid: Any, kernel: Any, args: tuple[Any, ...]) -> CapturedLaunch:
     function = getattr(kernel, "_pyfunc", kernel)
-    parameters = inspect.signature(function).parameters
-    names = list(parameters)
+    names = list(inspect.signature(function).parameters)
     if len(names) != len(args):
         raise CaptureError(f"{function.__name__} takes {len(names)} arguments, got {len(args)}")
     arrays: dict[str, CapturedArray] = {}
     constants: dict[str, bool | int | float] = {}
     scalars: dict[str, CapturedScalar] = {}
+    constant_flags = _constant_parameters(kernel, function, names)
     for name, value in zip(names, args, strict=True):
-        if _is_constant(parameters[name].annotation):
+        if constant_flags[name]:
             constants[name] = _constant(name, value)
         elif isinstance(value, bool | int | float):
             scalars[name] = CapturedScalar(dtype=scalar_dtype(value), value=value)
@@ -122,6 +122,22 @@ def describe_launch(grid: Any, kernel: Any, args: tuple[Any, ...]) -> CapturedLa
         hints=_hints(kernel),
         parameters=names,
     )
+
+
+def _constant_parameters(kernel: Any, function: Any, names: list[str]) -> dict[str, bool]:
+    """Which parameters are `ct.Constant`: as cuTile itself parsed them when the
+    kernel is a real `@ct.kernel`, else from the resolved type hints."""
+    parsed = getattr(getattr(kernel, "_annotated_function", None), "parameter_annotations", None)
+    if isinstance(parsed, tuple | list) and len(parsed) == len(names):
+        return {
+            name: bool(getattr(node, "constant", False))
+            for name, node in zip(names, parsed, strict=True)
+        }
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except (NameError, TypeError):
+        hints = {}
+    return {name: _is_constant(hints.get(name)) for name in names}
 
 
 def _is_constant(annotation: Any) -> bool:
@@ -241,7 +257,13 @@ def to_specialisation(launch: CapturedLaunch, variant: str) -> Specialisation:
             else ArrayListArg(element=facts, example_length=array.list_length)
         )
     for name, scalar in launch.scalars.items():
-        params[name] = ScalarArg(dtype=scalar.dtype)
+        match scalar.dtype:
+            case "int32" | "float32" | "bool" as dtype:
+                params[name] = ScalarArg(dtype=dtype)
+            case other:
+                raise CaptureError(
+                    f"scalar {name} is {other}: the export takes int32, float32, bool"
+                )
     for name, value in launch.constants.items():
         params[name] = ConstantArg(value=value)
     hints = Hints(**launch.hints) if launch.hints else None

@@ -62,6 +62,8 @@ class KernelSource:
     line: int
     parameters: list[str]
     constant_parameters: list[str]
+    cutile_modules: frozenset[str] = frozenset()
+    """The names the module binds cuda.tile to (`ct`)."""
     calls: set[str] = field(default_factory=set)
     padding_modes: set[str] = field(default_factory=set)
     conversions: list[Conversion] = field(default_factory=list)
@@ -84,17 +86,19 @@ def read_kernel_source(path: Path, kernel: str) -> KernelSource:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SourceError(f"cannot read {path.name}: {exc.strerror or exc}", field="source") from None
+        raise SourceError(
+            f"cannot read {path.name}: {exc.strerror or exc}", field="source"
+        ) from None
     try:
         module = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         raise SourceError(f"syntax error: {exc.msg}", line=exc.lineno) from None
-    functions = {
-        node.name: node for node in module.body if isinstance(node, ast.FunctionDef)
-    }
+    functions = {node.name: node for node in module.body if isinstance(node, ast.FunctionDef)}
     if kernel not in functions:
         known = sorted(functions)
-        raise SourceError(f"{path.name} defines no function {kernel!r} (has {known})", field="kernel")
+        raise SourceError(
+            f"{path.name} defines no function {kernel!r} (has {known})", field="kernel"
+        )
     aliases = _CuTileNames.of(module)
     definition = functions[kernel]
     described = KernelSource(
@@ -105,6 +109,7 @@ def read_kernel_source(path: Path, kernel: str) -> KernelSource:
         constant_parameters=[
             arg.arg for arg in definition.args.args if aliases.is_constant(arg.annotation)
         ],
+        cutile_modules=aliases.modules,
     )
     for function in _kernel_and_helpers(definition, functions):
         _OpCollector(described, aliases).visit(function)

@@ -28,6 +28,7 @@ from nodes.host_builder.abi import (
 )
 from nodes.host_builder.rust_entry import RustEntry, RustKernelModule, RustSourceError
 from schemas.port_spec import (
+    ITEMSIZE,
     ArrayParam,
     PortSpec,
     ResolvedArray,
@@ -46,6 +47,7 @@ class BindingError(ValueError):
 class ExtentKind(StrEnum):
     SHAPE = "shape"
     STRIDE = "stride"
+    ADDRESS = "address"
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class GenericRule:
     """What one generic argument of the entry is at launch."""
 
     name: str
-    kind: str  # "constant", "divisibility", "element"
+    kind: str  # "constant", "fact" (a launch fact of an array), "element"
     constant: str | None = None
     array: str | None = None
     extent: ExtentKind | None = None
@@ -212,9 +214,7 @@ def _entry_for(module: RustKernelModule, spec: PortSpec, variant: str, multi: bo
     )
 
 
-def _param_sources(
-    spec: PortSpec, order: list[str], entry: RustEntry
-) -> tuple[ParamSource, ...]:
+def _param_sources(spec: PortSpec, order: list[str], entry: RustEntry) -> tuple[ParamSource, ...]:
     expected: list[ParamSource] = []
     for name in order:
         if name in spec.arrays:
@@ -244,7 +244,9 @@ def _param_sources(
                 f"must be i32, found `{param.rust_type}`"
             )
         elif source.kind == "scalar" and source.scalar is not None:
-            scalar = ScalarArg(source.scalar, DType.from_spec_name(spec.scalars[source.scalar].dtype))
+            scalar = ScalarArg(
+                source.scalar, DType.from_spec_name(spec.scalars[source.scalar].dtype)
+            )
             if scalar.dtype not in SCALAR_C_TYPES or param.rust_type != scalar.rust_type:
                 raise BindingError(
                     f"{entry.name}: scalar {source.scalar} ({scalar.dtype.spec_name}) cannot be "
@@ -291,7 +293,9 @@ def _generic_rules(
     for generic in entry.generics:
         if generic.kind == "type":
             arrays = tuple(
-                s.array for s in sources if s.kind == "pointer" and s.pointee == generic.name and s.array
+                s.array
+                for s in sources
+                if s.kind == "pointer" and s.pointee == generic.name and s.array
             )
             if not arrays:
                 raise BindingError(f"{entry.name}: type generic {generic.name} types no array")
@@ -309,37 +313,30 @@ def _generic_rules(
                 )
             )
             continue
-        derived = _divisibility_rule(entry, generic.name, by_param)
+        derived = _fact_rule(entry, generic.name, by_param)
         if derived is None:
             raise BindingError(
                 f"{entry.name}: const generic {generic.name} is neither a spec constant nor "
-                "the divisor of an `assume_div_by` on a shape or stride parameter"
+                "the divisor of an `assume_div_by`/`divisible` on a pointer, shape or stride"
             )
         rules.append(derived)
     return tuple(rules)
 
 
-def _divisibility_rule(
+def _fact_rule(
     entry: RustEntry, generic: str, by_param: dict[str, ParamSource]
 ) -> GenericRule | None:
     for assumption in entry.assumptions:
         source = by_param.get(assumption.param)
         if assumption.divisor != generic or source is None:
             continue
-        if source.kind in ("shape", "stride") and source.array is not None:
-            return GenericRule(
-                generic,
-                "divisibility",
-                array=source.array,
-                extent=ExtentKind(source.kind),
-                dim=source.dim,
-            )
+        if source.kind in ("shape", "stride", "pointer") and source.array is not None:
+            extent = ExtentKind.ADDRESS if source.kind == "pointer" else ExtentKind(source.kind)
+            return GenericRule(generic, "fact", array=source.array, extent=extent, dim=source.dim)
     return None
 
 
-def _preconditions(
-    entry: RustEntry, sources: tuple[ParamSource, ...]
-) -> tuple[Precondition, ...]:
+def _preconditions(entry: RustEntry, sources: tuple[ParamSource, ...]) -> tuple[Precondition, ...]:
     by_param = _param_positions(sources, entry)
     found: list[Precondition] = []
     for assumption in entry.assumptions:
@@ -450,11 +447,25 @@ class LaunchPlan:
     generic_texts: tuple[str, ...]
 
 
+FACT_ALIGNMENT = 16
+
+
 def divisibility(value: int) -> int:
-    """The largest power of two (at most 16) dividing `value`; 16 for zero."""
+    """The largest power of two (at most 16) dividing `value`; 16 for zero. This is
+    cutile's launch-time hint for a pointer or integer parameter (`DivHint`)."""
     if value == 0:
         return 16
     return min(value & -value, 16)
+
+
+def fact_value(extent: ExtentKind, value: int, itemsize: int) -> int:
+    """The divisibility a cuTile Python launch states (16 or nothing, strides counted
+    in elements); the rule of `toolchain.reference_export.launch_facts`."""
+    if extent is ExtentKind.STRIDE:
+        if value == 1 or (value * itemsize) % FACT_ALIGNMENT:
+            return 1
+        return max(FACT_ALIGNMENT // itemsize, 1)
+    return FACT_ALIGNMENT if value % FACT_ALIGNMENT == 0 else 1
 
 
 def _generic_value(
@@ -468,10 +479,15 @@ def _generic_value(
     if rule.kind == "element":
         dtype = DType.from_spec_name(arrays[rule.arrays[0]].dtype)
         return int(dtype), RUST_ELEMENT_TYPES[dtype]
-    assert rule.array is not None and rule.dim is not None
+    assert rule.array is not None and rule.extent is not None
     array = arrays[rule.array]
-    extent = array.shape if rule.extent is ExtentKind.SHAPE else array.strides
-    value = divisibility(extent[rule.dim])
+    itemsize = ITEMSIZE[array.dtype]
+    if rule.extent is ExtentKind.ADDRESS:
+        raw = array.storage_offset * itemsize  # a fresh allocation is 256-byte aligned
+    else:
+        assert rule.dim is not None
+        raw = (array.shape if rule.extent is ExtentKind.SHAPE else array.strides)[rule.dim]
+    value = fact_value(rule.extent, raw, itemsize)
     return value, str(value)
 
 

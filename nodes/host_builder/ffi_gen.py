@@ -26,7 +26,7 @@ from nodes.host_builder.binding import (
     Precondition,
     VariantBinding,
 )
-from nodes.host_builder.rust_expr import Kind, Transpiler, TranspileError, Variable
+from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable
 from schemas.spec_expr import names_in
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -94,9 +94,7 @@ class _Generator:
                 lines.append(f"let {_dim_var(rule.binds)} = {array.name}.dim({rule.dim});")
             elif _names(rule.expected) <= dims and rule.expected is not None:
                 code = self._expr(local, rule.expected, Kind.INT)
-                lines.append(
-                    f'{array.name}.require_dim({rule.dim}, {code}, "{rule.expected}")?;'
-                )
+                lines.append(f'{array.name}.require_dim({rule.dim}, {code}, "{rule.expected}")?;')
         return lines
 
     def args_fields(self) -> list[str]:
@@ -116,11 +114,11 @@ class _Generator:
         for variant in self.binding.variants:
             condition, body = self._variant(variant)
             if condition == "true":
-                return lines + body + [_derived(variant.index)]
+                return [*lines, *body, _derived(variant.index)]
             lines.append(f"if {condition} {{")
-            lines += [f"    {line}" for line in body + [f"return {_derived(variant.index)};"]]
+            lines += [f"    {line}" for line in [*body, f"return {_derived(variant.index)};"]]
             lines.append("}")
-        return lines + ['rt::fail(Status::BadShape, "no variant\'s dispatch condition holds")']
+        return [*lines, 'rt::fail(Status::BadShape, "no variant\'s dispatch condition holds")']
 
     def _variant(self, variant: VariantBinding) -> tuple[str, list[str]]:
         condition = self._expr(Transpiler(self.base_vars), variant.when, Kind.BOOL)
@@ -177,9 +175,16 @@ class _Generator:
     def _generic_code(self, variant: VariantBinding, rule: GenericRule) -> str:
         if rule.kind == "element":
             return f"Generic::Element(args.{rule.arrays[0]}.dtype)"
-        if rule.kind == "divisibility":
-            accessor = "dim" if rule.extent is ExtentKind.SHAPE else "stride"
-            return f"Generic::Int(rt::divisibility(args.{rule.array}.{accessor}({rule.dim})))"
+        if rule.kind == "fact":
+            array = f"args.{rule.array}"
+            if rule.extent is ExtentKind.ADDRESS:
+                return f"Generic::Int(rt::address_fact({array}.data))"
+            if rule.extent is ExtentKind.SHAPE:
+                return f"Generic::Int(rt::shape_fact({array}.dim({rule.dim})))"
+            return (
+                f"Generic::Int(rt::stride_fact({array}.stride({rule.dim}), "
+                f"{array}.dtype.itemsize()))"
+            )
         assert rule.constant is not None
         value = _const_var(rule.constant)
         if rule.const_type == "bool":

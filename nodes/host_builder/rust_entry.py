@@ -2,10 +2,11 @@
 
 From the text of a `kernel.rs` it reads the `#[cutile::module]` module, each
 `#[cutile::entry]` function's generic parameters and parameters, and every
-`assume_div_by::<_, K>(...)` the kernel states about an entry parameter. The
-launcher must honour those statements: a literal K is a precondition the
-caller's arguments must meet; a const generic K is a value the launcher
-derives from the arguments, as a cuTile launch would.
+`assume_div_by::<_, K>(...)` (or the kernel writer's `divisible::<_, K>(...)`)
+the kernel states about an entry parameter. The launcher must honour those
+statements: a literal K is a precondition the caller's arguments must meet; a
+const generic K is a launch fact the launcher derives from the arguments, as a
+cuTile launch would.
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ _ENTRY = re.compile(
     r"#\[cutile::entry[^\]]*\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?"
     r"(?:unsafe\s+)?fn\s+(\w+)\s*"
 )
-_ASSUME = re.compile(r"assume_div_by\s*::\s*<\s*_\s*,\s*(\w+)\s*>\s*\(")
-_WRAPPERS = re.compile(r"(?:pointer_to_tile|assume_bounds_lower\s*::\s*<[^>]*>|assume_bounds\s*::\s*<[^>]*>)\s*\(")
+_ASSUME = re.compile(r"(?:assume_div_by|divisible)\s*::\s*<\s*_\s*,\s*(\w+)\s*>\s*\(")
+_WRAPPERS = re.compile(
+    r"(?:pointer_to_tile|assume_bounds_lower\s*::\s*<[^>]*>|assume_bounds\s*::\s*<[^>]*>)\s*\("
+)
 
 
 def _strip_comments(text: str) -> str:
@@ -201,9 +204,7 @@ def parse_kernel_source(path: Path) -> RustKernelModule:
         raise RustSourceError(f"cannot read {path}: {exc.strerror}") from None
     modules = _MODULE.findall(text)
     if len(modules) != 1:
-        raise RustSourceError(
-            f"{path.name}: expected one #[cutile::module], found {len(modules)}"
-        )
+        raise RustSourceError(f"{path.name}: expected one #[cutile::module], found {len(modules)}")
     entries = tuple(_parse_entry(text, match) for match in _ENTRY.finditer(text))
     if not entries:
         raise RustSourceError(f"{path.name}: no #[cutile::entry] function")

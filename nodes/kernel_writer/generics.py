@@ -29,6 +29,7 @@ class Recovery:
     lines: list[str] | None
     used: list[str] = field(default_factory=list)
     reason: str = ""
+    moved_lines: set[int] = field(default_factory=set)
 
 
 def _split(line: str) -> tuple[list[str], list[tuple[str, str]]]:
@@ -60,12 +61,15 @@ def recover(
         return Recovery(None, reason="the probe changed the kernel's structure (line count)")
     by_pair = {(str(base_values[c]), str(probe_values[c])): c for c in base_values}
     used: set[str] = set()
+    moved: set[int] = set()
     out: list[str] = []
     for index, (left, right) in enumerate(zip(base, probe, strict=True)):
         left_pieces, left_numbers = _split(left)
         right_pieces, right_numbers = _split(right)
         if left_pieces != right_pieces:
-            return Recovery(None, reason=f"the probe changed the kernel's structure (line {index + 1})")
+            return Recovery(
+                None, reason=f"the probe changed the kernel's structure (line {index + 1})"
+            )
         rebuilt = [left_pieces[0]]
         for position, ((value, suffix), (other, _)) in enumerate(
             zip(left_numbers, right_numbers, strict=True)
@@ -81,11 +85,12 @@ def recover(
                         "constant arithmetic, which stable Rust rejects in types",
                     )
                 used.add(constant)
+                moved.add(index)
                 rebuilt.append(generic_name(constant))
             rebuilt.append(left_pieces[position + 1])
         out.append("".join(rebuilt))
     ordered = [c for c in base_values if c in used]
-    return Recovery(out, used=ordered)
+    return Recovery(out, used=ordered, moved_lines=moved)
 
 
 def probe_values(constants: dict[str, int], avoid: set[int]) -> dict[str, int]:

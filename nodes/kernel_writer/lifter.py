@@ -43,6 +43,8 @@ from tileir.types import parse_view
 Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view", "raw"]
 INDENT = "    "
 FACT_HELPER = "divisible"
+RANK0_I32 = "Tile<i32, { [] }>"
+GRID_TUPLE = f"({RANK0_I32}, {RANK0_I32}, {RANK0_I32})"
 SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
 
 ROUNDING = {
@@ -144,6 +146,8 @@ class LiftedKernel:
     params: list[str]
     body: list[str]
     helpers: list[str] = field(default_factory=list)
+    module_items: set[str] = field(default_factory=set)
+    constant_lines: dict[int, int] = field(default_factory=dict)  # body line -> op position
     entry_hints: str | None = None
     uses_element_generic: bool = False
 
@@ -165,9 +169,12 @@ class Lifter:
         kernel_name: str,
         source: SourceNames | None = None,
         fact_generics: dict[int, tuple[int, str]] | None = None,
+        scalar_constants: frozenset[int] = frozenset(),
     ) -> None:
         self.entry = entry
         self.fact_generics = fact_generics or {}
+        self.scalar_constants = scalar_constants
+        self.constant_lines: dict[int, int] = {}
         self.params = params
         self.kernel_name = kernel_name
         self.source = source or SourceNames()
@@ -175,6 +182,7 @@ class Lifter:
         self.names = NameAllocator()
         self.bindings: dict[int, Binding] = {}
         self.helpers: list[str] = []
+        self.module_items: set[str] = set()
         self.positions: dict[int, int] = {}
         self.last_use: dict[int, int] = {}
         self.statement_names: dict[int, str] = {}
@@ -202,6 +210,8 @@ class Lifter:
             params=signature,
             body=scope.lines,
             helpers=self.helpers,
+            module_items=self.module_items,
+            constant_lines=self.constant_lines,
             entry_hints=self.entry_hints(),
             uses_element_generic=self.generic_element,
         )
@@ -466,9 +476,14 @@ class Lifter:
         info = self.tile(value)
         element = self.element(value)
         literal = constant_literal(op.attributes.get("value", ""), element, self.where(op), op)
-        if info.rank == 0 and element in SCALAR_ELEMENTS and literal.scalar is not None:
+        position = self.positions[id(op)]
+        self.constant_lines[len(scope.lines)] = position
+        if position in self.scalar_constants and info.rank == 0 and literal.scalar is not None:
+            # A constant generic: `constant(..)` takes literals only.
             self.let(scope, op, value, "scalar", element, literal.scalar)
             return
+        # Rank 0 too goes through `constant(..)`: a Rust literal would carry an
+        # exact value that cutile-rs folds and turns into extra assumes.
         rhs = f"constant({literal.dense}, {shape_macro(info.dims)})"
         self.let(scope, op, value, "tile", self.tile_type(value), rhs)
 
@@ -496,25 +511,26 @@ class Lifter:
         return None
 
     def op_get_tile_block_id(self, op: Op, scope: _Scope) -> None:
-        self.grid_query(op, scope, "pid", "get_tile_block_id")
+        self.grid_query(op, scope, "pid", "tile_block_id")
 
     def op_get_num_tile_blocks(self, op: Op, scope: _Scope) -> None:
-        self.grid_query(op, scope, "grid", "get_num_tile_blocks")
+        self.grid_query(op, scope, "grid", "num_tile_blocks")
 
     def grid_query(self, op: Op, scope: _Scope, base: str, function: str) -> None:
         """`let pid = get_tile_block_id();`, then `let row: i32 = pid.0;` when the
         source names the one component it uses."""
         results = self.resolved.result_ids(op)
         name = self.fresh(base)
-        self.emit(scope, f"let {name}: (i32, i32, i32) = {function}();")
+        self.module_items.add(function)
+        self.emit(scope, f"let {name}: {GRID_TUPLE} = {function}();")
         for axis, value in enumerate(results):
-            self.bind(value, f"{name}.{axis}", "scalar", "i32")
+            self.bind(value, f"{name}.{axis}", "tile", RANK0_I32)
         live = [value for value in results if self.is_live(value)]
         named = self.statement_names.get(id(op))
         if named is not None and len(live) == 1:
             alias = self.fresh(named)
             axis = results.index(live[0])
-            self.emit(scope, f"let {alias}: i32 = {name}.{axis};")
+            self.emit(scope, f"let {alias}: i32 = tile_to_scalar({name}.{axis});")
             self.bind(live[0], alias, "scalar", "i32")
 
     # -- views ----------------------------------------------------------------------
@@ -825,6 +841,13 @@ class Lifter:
         self.conversion(op, scope, "exti({})")
 
     def op_trunci(self, op: Op, scope: _Scope) -> None:
+        if "overflow" not in op.attributes:
+            # cutile-rs's trunci(x, overflow::None) drops the attribute its own
+            # bytecode writer requires; the module declares the plain op.
+            rank = self.tile(self.resolved.operand_ids(op)[0]).rank
+            self.module_items.add(f"trunci_plain_r{rank}")
+            self.conversion(op, scope, f"trunci_plain_r{rank}({{}})")
+            return
         self.conversion(op, scope, "trunci({}" + self.attribute_args(op) + ")")
 
     def op_itof(self, op: Op, scope: _Scope) -> None:
@@ -845,7 +868,6 @@ class Lifter:
         operand = self.resolved.operand_ids(op)[0]
         value = self.resolved.result_ids(op)[0]
         self.let_value(scope, op, value, False, template.format(self.use(operand, "tile")))
-
 
     # -- shapes ---------------------------------------------------------------------
 
@@ -932,8 +954,8 @@ class Lifter:
                 self.where(op),
                 "cutile-rs 0.5.0 scans only along dim 0 with an add and identity 0",
             )
-        reverse = "reverse::Reverse" if op.attributes.get("reverse") == "true" else (
-            "reverse::Forward"
+        reverse = (
+            "reverse::Reverse" if op.attributes.get("reverse") == "true" else ("reverse::Forward")
         )
         zero = constant_literal(f"{element}:0", self.element(operand), "", op).dense
         expr = f"scan_sum({self.use(operand, 'tile')}, 0i32, {reverse}, {zero})"
@@ -989,8 +1011,8 @@ class Lifter:
             else:
                 padding = value
         ordering, mem_scope = self.ordering_scope(op)
-        scope_arg = "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (
-            f"Some({mem_scope})"
+        scope_arg = (
+            "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (f"Some({mem_scope})")
         )
         padding_arg = "None"
         if padding is not None:
@@ -1028,8 +1050,8 @@ class Lifter:
             token, rest = rest[-1], rest[:-1]
         mask = rest[0] if rest else None
         ordering, mem_scope = self.ordering_scope(op)
-        scope_arg = "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (
-            f"Some({mem_scope})"
+        scope_arg = (
+            "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (f"Some({mem_scope})")
         )
         mask_arg = f"Some({self.use(mask, 'tile')})" if mask is not None else "None"
         token_arg = f"Some({self.use(token)})" if token is not None else "None"
@@ -1135,7 +1157,9 @@ class Lifter:
             form = self.bindings[value].form
             want: Literal["scalar", "tile", "any"] = "scalar" if form == "scalar" else "any"
             exprs.append(self.use(value, want) if form != "tile" else self.use(value))
-        needs_temps = any(expr in names and expr != name for name, expr in zip(names, exprs, strict=True))
+        needs_temps = any(
+            expr in names and expr != name for name, expr in zip(names, exprs, strict=True)
+        )
         if needs_temps:
             temps = []
             for name, expr in zip(names, exprs, strict=True):
@@ -1258,8 +1282,8 @@ class Lifter:
                 values = self.resolved.operand_ids(op)
                 if values:
                     form, _ = self.carried_type(results[0])
-                    want: Literal["scalar", "tile", "any"] = "scalar" if form == "scalar" else (
-                        "tile" if form == "tile" else "any"
+                    want: Literal["scalar", "tile", "any"] = (
+                        "scalar" if form == "scalar" else ("tile" if form == "tile" else "any")
                     )
                     self.emit(inner, self.use(values[0], want))
                 continue

@@ -53,7 +53,7 @@ def render_entry(entry: EntryCode) -> list[str]:
 
 
 FACT_HELPER_LINES = [
-    "/// `x` with the launch fact \"divisible by D\" stated when the launch has one",
+    '/// `x` with the launch fact "divisible by D" stated when the launch has one',
     "/// (D > 1), as cuTile Python states it; compiles to one `assume` or to nothing.",
     "fn divisible<T, const D: i32>(x: T) -> T {",
     f"{INDENT}if D > 1 {{",
@@ -65,12 +65,61 @@ FACT_HELPER_LINES = [
 ]
 
 
+RANK0 = "Tile<i32, { [] }>"
+
+
+def _grid_op(name: str, op: str, doc: str) -> list[str]:
+    return [
+        f"/// {doc}, as plain tiles: cutile-rs's `{op}()` adds",
+        "/// `assume bounded<0, ?>` to each component, which cuTile Python does not.",
+        f'#[cuda_tile::op(name = "cuda_tile.{op}", since = "V13_2", params = [])]',
+        f"fn {name}() -> ({RANK0}, {RANK0}, {RANK0}) {{",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
+def _trunci_plain(rank: int) -> list[str]:
+    return [
+        "/// `trunci` without overflow flags: `trunci(x, overflow::None)` omits the",
+        "/// attribute cutile-rs's own bytecode writer requires.",
+        '#[cuda_tile::op(name = "cuda_tile.trunci", since = "V13_2", params = ["from"], '
+        'named_attributes = ["overflow=none"])]',
+        f"fn trunci_plain_r{rank}<EIn: ElementType, EOut: ElementType, const S: [i32; {rank}]>(",
+        f"{INDENT}_from: Tile<EIn, S>,",
+        ") -> Tile<EOut, S> {",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
+def module_item(name: str) -> list[str]:
+    """The module-level declaration a lifted body relies on."""
+    if name == "tile_block_id":
+        return _grid_op(name, "get_tile_block_id", "The tile block's id")
+    if name == "num_tile_blocks":
+        return _grid_op(name, "get_num_tile_blocks", "The grid's size")
+    if name.startswith("trunci_plain_r"):
+        return _trunci_plain(int(name.removeprefix("trunci_plain_r")))
+    if name == "divisible":
+        return FACT_HELPER_LINES
+    raise KeyError(name)
+
+
 def render_module(kernel: str, header: list[str], entries: list[EntryCode]) -> str:
     lines = [f"//! {line}".rstrip() for line in header]
-    lines += ["", "#[cutile::module]", f"pub mod {module_name(kernel)} {{", f"{INDENT}use cutile::core::*;"]
+    lines += [
+        "",
+        "#[cutile::module]",
+        f"pub mod {module_name(kernel)} {{",
+        f"{INDENT}use cutile::core::*;",
+    ]
+    items = {item for entry in entries for item in entry.lifted.module_items}
     if any("divisible::<" in line for entry in entries for line in entry.body_text):
+        items.add("divisible")
+    for item in sorted(items):
         lines.append("")
-        lines += [f"{INDENT}{line}" for line in FACT_HELPER_LINES]
+        lines += [f"{INDENT}{line}" for line in module_item(item)]
     for entry in entries:
         lines.append("")
         lines += render_entry(entry)

@@ -55,6 +55,10 @@ def _control(pattern: str) -> Probe:
     return _p("control", "control", pattern)
 
 
+def _declared(pattern: str) -> Probe:
+    return _p("declared_ops", "declared_ops", pattern)
+
+
 V = r"%[\w#]+"  # a value name in tileirdisasm text
 
 OP_TABLE: tuple[OpMapping, ...] = (
@@ -79,8 +83,7 @@ OP_TABLE: tuple[OpMapping, ...] = (
     ),
     OpMapping(
         "constant",
-        "`let c: i32 = 5i32;` (rank 0: i32/i64/u32/u64/f32/f64/bool) or "
-        "`constant(v, shape![..])`",
+        "`let c: i32 = 5i32;` (rank 0: i32/i64/u32/u64/f32/f64/bool) or `constant(v, shape![..])`",
         "value bit-exact: shortest round-trip decimal; +-inf and f16/bf16/E zero, one, "
         "infinities through associated constants (`f32::NEG_INFINITY`, `E::ZERO`)",
         (
@@ -92,17 +95,20 @@ OP_TABLE: tuple[OpMapping, ...] = (
     OpMapping("return", "end of the entry function", "none", (_views(r"^\s*return$"),), "implicit"),
     OpMapping(
         "get_tile_block_id",
-        "get_tile_block_id() -> (i32, i32, i32)",
+        "tile_block_id(): the module declares the op (`#[cuda_tile::op]`) returning rank-0 "
+        "tiles, since cutile-rs's get_tile_block_id() adds `assume bounded<0, ?>`",
         "none",
-        (_views(r"get_tile_block_id : tile<i32>"),),
-        gaps=("G2",),
+        (_declared(r"get_tile_block_id : tile<i32>$"),),
+        "declared",
+        ("G2",),
     ),
     OpMapping(
         "get_num_tile_blocks",
-        "get_num_tile_blocks() -> (i32, i32, i32)",
+        "num_tile_blocks(): declared like tile_block_id()",
         "none",
-        (_views(r"get_num_tile_blocks : tile<i32>"),),
-        gaps=("G2",),
+        (_declared(r"get_num_tile_blocks : tile<i32>$"),),
+        "declared",
+        ("G2",),
     ),
     OpMapping(
         "reshape",
@@ -176,8 +182,9 @@ OP_TABLE: tuple[OpMapping, ...] = (
         "signedness from the element type",
         (_ints(r"maxi .* signed : tile<64xi32>"), _ints(r"maxi .* unsigned : tile<64xi32>")),
     ),
-    OpMapping("andi", "a & b (also on bool tiles)", "none", (_ints(r"andi .* : tile<64xi1>"),),
-              "operator"),  # fmt: skip
+    OpMapping(
+        "andi", "a & b (also on bool tiles)", "none", (_ints(r"andi .* : tile<64xi1>"),), "operator"
+    ),  # fmt: skip
     OpMapping("ori", "a | b", "none", (_ints(r"ori .* : tile<64xi32>"),), "operator"),
     OpMapping("xori", "a ^ b", "none", (_ints(r"xori .* : tile<64xi1>"),), "operator"),
     OpMapping(
@@ -211,7 +218,10 @@ OP_TABLE: tuple[OpMapping, ...] = (
         "select",
         "select(cond, a, b)",
         "none",
-        (_ints(r"select .* : tile<64xi1>, tile<64xi32>"), _ints(r"select .* : tile<i1>, tile<i32>")),
+        (
+            _ints(r"select .* : tile<64xi1>, tile<64xi32>"),
+            _ints(r"select .* : tile<i1>, tile<i32>"),
+        ),
     ),
     OpMapping(
         "exti",
@@ -222,9 +232,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
     ),
     OpMapping(
         "trunci",
-        "trunci(x, overflow::X)",
-        "overflow flags only: no construct emits a trunci without one",
-        (_ints(r"trunci .* overflow<no_signed_wrap> : tile<64xi32> -> tile<64xi16>"),),
+        "trunci(x, overflow::X); without flags trunci_plain_rN(x), declared by the module "
+        "with `named_attributes = [\"overflow=none\"]`",
+        "overflow flags",
+        (
+            _ints(r"trunci .* overflow<no_signed_wrap> : tile<64xi32> -> tile<64xi16>"),
+            _declared(r"trunci %\w+ : tile<16xi32> -> tile<16xi16>$"),
+        ),
         gaps=("G4",),
     ),
     OpMapping(
@@ -275,6 +289,18 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_floats(r"fma .* rounding<zero> flush_to_zero"), _floats(rf"fma {V}, {V}, {V}  :")),
     ),
     OpMapping("negf", "negf(x)", "none", (_floats(r"negf .* : tile<128xf32>"),)),
+    OpMapping(
+        "minf",
+        "min(a, b) on scalars; minf(a, b, nan::X, ftz::X)",
+        "propagate_nan, flush_to_zero",
+        (_floats(rf"minf {V}, {V} : tile<128xf32>"),),
+    ),
+    OpMapping(
+        "sqrt",
+        "sqrt(x, rounding::X, ftz::X)",
+        "rounding, flush_to_zero",
+        (_floats(rf"sqrt {V}  : tile<128xf32>"),),
+    ),
     OpMapping("absf", "absf(x)", "none", (_floats(r"absf .* : tile<128xf32>"),)),
     OpMapping(
         "maxf",
@@ -386,8 +412,10 @@ OP_TABLE: tuple[OpMapping, ...] = (
         "memory ordering and scope; explicit input token; latency and allow_tma hints",
         (
             _views(r"load_view_tko weak .* token = %\w+ : "),
-            _views(r"load_view_tko weak .* optimization_hints = <sm_90 = \{allow_tma = false, "
-                   r"latency = 4\}>"),  # fmt: skip
+            _views(
+                r"load_view_tko weak .* optimization_hints = <sm_90 = \{allow_tma = false, "
+                r"latency = 4\}>"
+            ),  # fmt: skip
             _views(r"load_view_tko relaxed device"),
         ),
         gaps=("G7",),
@@ -439,9 +467,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
     ),
     OpMapping(
         "for",
-        "for iv in (lb..ub).step_by(step as usize) { .. } with `let mut` carried values",
+        "for iv in (lb..ub).step_by(step as usize) { .. } with `let mut` carried values; "
+        "a constant bound is a rank-0 `constant(..)` tile, so no assume lands on iv",
         "carried values in name order (names are chosen to sort as the reference)",
-        (_control(r"= for %loopIdx in \(%\w+ to %\w+, step %\w+\)"),),
+        (
+            _control(r"= for %loopIdx in \(%\w+ to %\w+, step %\w+\)"),
+            _declared(r"= for %loopIdx in \(%cst_0_i32 to %arg1, step %cst_1_i32\)"),
+        ),
         "control",
         ("G8",),
     ),

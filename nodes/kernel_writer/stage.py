@@ -181,7 +181,9 @@ def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
         key = _check_key(specialisation)
         if key not in checks:
             label = f"{variant.name}__{resolved.name}"
-            checks[key] = _Check(label, resolved, specialisation.model_copy(update={"variant": label}))
+            checks[key] = _Check(
+                label, resolved, specialisation.model_copy(update={"variant": label})
+            )
     ordered = list(checks.values())
     dtypes_by_array: dict[str, set[str]] = {}
     for check in ordered:
@@ -221,9 +223,7 @@ def _export(
     )
 
 
-def _lift_file(
-    path: Path, plan: _VariantPlan, kernel: str, names: SourceNames
-) -> LiftedKernel:
+def _lift_file(path: Path, plan: _VariantPlan, kernel: str, names: SourceNames) -> LiftedKernel:
     module = parse_module(path.read_text())
     return Lifter(module.entries[0], plan.layouts, kernel, names, plan.facts).lift()
 
@@ -236,7 +236,9 @@ def _int_constants(specialisation: Specialisation) -> dict[str, int]:
     }
 
 
-def _with_constants(specialisation: Specialisation, values: dict[str, int], label: str) -> Specialisation:
+def _with_constants(
+    specialisation: Specialisation, values: dict[str, int], label: str
+) -> Specialisation:
     params = dict(specialisation.params)
     for name, value in values.items():
         params[name] = ConstantArg(value=value)
@@ -268,6 +270,8 @@ class _Porter:
 
     def lift_variant(self, plan: _VariantPlan, references: Path) -> list[_Lifted]:
         kernel = self.spec.kernel
+        if len(self.spec.variants) > 1:
+            kernel = f"{kernel}_{plan.variant.name}"
         base_file = references / f"{plan.base.label}.loc.mlir"
         started = time.perf_counter()
         base = _lift_file(base_file, plan, kernel, self.names)
@@ -284,8 +288,18 @@ class _Porter:
             try:
                 self.timed_export([probe_spec], probe_dir, cubins=False)
                 started = time.perf_counter()
-                probe = _lift_file(probe_dir / f"{probe_label}.loc.mlir", plan, kernel, self.names)
+                probe_file = probe_dir / f"{probe_label}.loc.mlir"
+                probe = _lift_file(probe_file, plan, kernel, self.names)
                 result = recover(base.body, probe.body, constants, probes)
+                generic_constants = frozenset(
+                    base.constant_lines[line] for line in result.moved_lines
+                    if line in base.constant_lines
+                )  # fmt: skip
+                if result.lines is not None and generic_constants:
+                    # Constants whose value is a generic: spelt as scalars, re-lifted.
+                    base = _lift_file(base_file, plan, kernel, self.names, generic_constants)
+                    probe = _lift_file(probe_file, plan, kernel, self.names, generic_constants)
+                    result = recover(base.body, probe.body, constants, probes)
                 self.timings["lift_s"] += time.perf_counter() - started
                 recovered_lines, used, reason = result.lines, result.used, result.reason
             except ReferenceExportError as err:
@@ -340,14 +354,17 @@ class _Porter:
         out = []
         for key, checks in groups.items():
             suffix = "_".join(f"{name.lower()}{value}" for name, value in key)
-            entry_name = f"{self.spec.kernel}_{plan.variant.name}" + (f"_{suffix}" if suffix else "")
+            entry_name = f"{self.spec.kernel}_{plan.variant.name}" + (
+                f"_{suffix}" if suffix else ""
+            )
             lifted = _lift_file(references / f"{checks[0].label}.loc.mlir", plan, entry_name,
                                 self.names)  # fmt: skip
             entry = self.entry_code(entry_name, plan, lifted, lifted.body, [])
             bindings = {name: str(value) for name, value in key}
             self.literal_entries.append(
-                LiteralEntry(entry=entry_name, variant=plan.variant.name, bindings=bindings,
-                             reason=reason)  # fmt: skip
+                LiteralEntry(
+                    entry=entry_name, variant=plan.variant.name, bindings=bindings, reason=reason
+                )  # fmt: skip
             )
             out.append(_Lifted(entry, plan.variant.name, [], bindings, checks))
         return out
@@ -411,7 +428,9 @@ class _Porter:
             f"`{self.spec.kernel}` from `{self.spec.source}`, lifted from its Tile IR by tileport's",
             "kernel writer (deterministic, no LLM). Each entry reproduces its reference's IR.",
         ]
-        kernel_rs.write_text(render_module(self.spec.kernel, header, [item.entry for item in lifted]))
+        kernel_rs.write_text(
+            render_module(self.spec.kernel, header, [item.entry for item in lifted])
+        )
         verify_started = time.perf_counter()
         checks = self.verify(lifted, plans, kernel_rs, references)
         self.timings["verify_s"] = time.perf_counter() - verify_started
@@ -436,8 +455,10 @@ class _Porter:
             worst = next(c for c in checks if not (c.exact and c.sass_identical))
             summary = (
                 f"{worst.config}: IR {worst.ir_level}, SASS "
-                + ", ".join(f"{t.target} {'identical' if t.sass_identical else 'differs'}"
-                            for t in worst.targets)  # fmt: skip
+                + ", ".join(
+                    f"{t.target} {'identical' if t.sass_identical else 'differs'}"
+                    for t in worst.targets
+                )  # fmt: skip
             )
         return self.report(verdict, checks=checks, entries=entries, started=started,
                            summary=summary, kernel_rs=KERNEL_FILE)  # fmt: skip
@@ -463,9 +484,12 @@ class _Porter:
             for name, source in plan.fact_sources.items():
                 if not any(g.name == name for g in self.generics):
                     self.generics.append(
-                        RecoveredGeneric(name=name, kind="fact", source=source.split(":")[0],
-                                         how=f"launch fact that varies across the "
-                                         f"configurations: {source}")  # fmt: skip
+                        RecoveredGeneric(
+                            name=name,
+                            kind="fact",
+                            source=source.split(":")[0],
+                            how=f"launch fact that varies across the configurations: {source}",
+                        )  # fmt: skip
                     )
 
     def verify(

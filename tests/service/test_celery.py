@@ -116,10 +116,6 @@ def test_an_unreachable_broker_is_503_and_not_ready(settings: Settings) -> None:
         update={"worker_mode": "celery", "broker_url": "redis://127.0.0.1:1/0"}
     )
     context = make_context(down, CeleryDispatcher(down))
-    context.dispatcher.celery.conf.broker_connection_max_retries = 0  # type: ignore[attr-defined]
-    context.dispatcher.celery.conf.broker_transport_options = {  # type: ignore[attr-defined]
-        "max_retries": 0
-    }
     with TestClient(create_app(context)) as client:
         response = submit(client)
         assert response.status_code == 503

@@ -163,3 +163,37 @@ def test_diff_files_rejects_what_it_cannot_read(tmp_path: Path) -> None:
         diff_files(fake, FIXTURES / "softmax.mlir")
     with pytest.raises(FileNotFoundError):
         diff_files(tmp_path / "missing.mlir", FIXTURES / "softmax.mlir")
+
+
+def test_both_printers_of_one_bytecode_are_exact() -> None:
+    """cutile-rs's own print and tileirdisasm's print of one cutile-rs kernel."""
+    rust = (FIXTURES / "cutile_rs" / "softmax_port.rs.mlir").read_text()
+    disassembled = (FIXTURES / "cutile_rs" / "softmax_port.disasm.mlir").read_text()
+    report = diff_texts(disassembled, rust)
+    assert report.exact, render_human(report)
+    assert report.findings == []
+    assert report.gen_printer == "cutile-rs" and report.ref_printer == "tileirdisasm"
+
+
+def test_rust_port_against_its_python_reference_is_only_noise() -> None:
+    """The hand-written softmax port (f32, 1024 columns) restates the reference
+    launch's facts; what differs is noise: dead constants, extra non-negativity
+    assumes on the block ids and trivial div_by<1> assumes."""
+    port = (FIXTURES / "cutile_rs" / "softmax_port.disasm.mlir").read_text()
+    report = diff_texts(fixture("softmax"), port)
+    assert report.level in (Level.EXACT, Level.EQUIVALENT), render_human(report)
+    assert all(f.severity is Severity.NOISE for f in report.findings)
+    assert categories(report) <= {"dead_constant", "nonneg_assume", "trivial_assume"}
+
+
+@pytest.mark.parametrize(
+    ("gen_divisor", "severity"), [("8", "critical"), ("2", "warn"), ("3", "critical")]
+)
+def test_scalar_divisibility_claims(gen_divisor: str, severity: str) -> None:
+    """A stride divisibility the reference does not imply is critical; a weaker one a note."""
+    mutated = fixture("softmax").replace(
+        "%assume_0 = assume div_by<4>, %arg3", f"%assume_0 = assume div_by<{gen_divisor}>, %arg3"
+    )
+    report = diff_texts(fixture("softmax"), mutated)
+    found = [f for f in report.findings if f.category == "scalar_assume_on_runtime_dim"]
+    assert [f.severity.value for f in found] == [severity]

@@ -19,7 +19,7 @@ def export_softmax(exporter: RustExporter, tile_n: int, out: Path) -> Path:
     request = RustExportRequest(
         source=str(SOFTMAX_PORT),
         kernel="softmax_kernel",
-        generics=[str(tile_n)],
+        generics=[str(tile_n), "1"],
         bytecode_out=str(out),
     )
     response = exporter.export(request)

@@ -21,8 +21,7 @@ from typing import Any
 
 import cffi
 
-CDEF = r"""
-/* tileport C ABI version 1: generated from nodes/host_builder/abi.py */
+CDEF = r"""/* tileport C ABI version 1: generated from nodes/host_builder/abi.py */
 enum tileport_status {
     TILEPORT_OK = 0,
     TILEPORT_NULL_DESCRIPTOR = -1,

@@ -54,6 +54,7 @@ pub mod softmax_port {
         };
         let y_view: Tensor<f32, { [-1, -1] }> = make_tensor_view(y_base, y_shape, y_strides, token);
         let pid: (i32, i32, i32) = get_tile_block_id();
+        let load_col: i32 = 0i32;
         let x_rows_view = make_partition_view(
             &x_view,
             shape![1, TILE_N],
@@ -63,7 +64,7 @@ pub mod softmax_port {
         );
         let row: Tile<f32, { [1, TILE_N] }> = load_view_tko(
             &x_rows_view,
-            [pid.0, 0i32],
+            [pid.0, load_col],
             ordering::Weak,
             scope::TileBlock,
             None,
@@ -78,12 +79,13 @@ pub mod softmax_port {
             .reshape(shape![1, 1])
             .broadcast(shape![1, TILE_N]);
         let softmax: Tile<f32, { [1, TILE_N] }> = numerator / denominator;
+        let store_col: i32 = 0i32;
         let mut y_rows_view =
             make_partition_view_mut(&y_view, shape![1, TILE_N], padding::None, token);
         store_view_tko_mut(
             &mut y_rows_view,
             softmax,
-            [pid.0, 0i32],
+            [pid.0, store_col],
             ordering::Weak,
             scope::TileBlock,
             None,

@@ -45,22 +45,47 @@ fn overflow_and_division_by_zero_are_bad_shape() {
     assert_eq!(status(rt::next_pow2(i64::MAX)), Status::BadShape);
     assert_eq!(status(rt::shift_left(1, 63)), Status::BadShape);
     assert_eq!(status(rt::pow(2, -1)), Status::BadShape);
-    assert_eq!(rt::to_i32(1 << 31, "TILE_N").unwrap_err().status, Status::BadShape);
+    assert_eq!(
+        rt::to_i32(1 << 31, "TILE_N").unwrap_err().status,
+        Status::BadShape
+    );
 }
 
 #[test]
-fn divisibility_is_what_a_cutile_launch_states() {
-    for (value, expected) in [(0, 16), (1, 1), (1000, 8), (781, 1), (4096, 16), (12, 4)] {
-        assert_eq!(rt::divisibility(value), expected, "divisibility({value})");
+fn facts_are_what_a_cutile_launch_states() {
+    // toolchain/reference_export.py: 16 or nothing, strides counted in elements.
+    for (extent, expected) in [(0, 16), (1, 1), (1000, 1), (781, 1), (4096, 16), (48, 16)] {
+        assert_eq!(rt::shape_fact(extent), expected, "shape_fact({extent})");
     }
+    for (stride, itemsize, expected) in [
+        (1000, 4, 4),
+        (781, 2, 1),
+        (1, 4, 1),
+        (2048, 2, 8),
+        (8, 1, 1),
+    ] {
+        assert_eq!(
+            rt::stride_fact(stride, itemsize),
+            expected,
+            "stride_fact({stride}, {itemsize})"
+        );
+    }
+    assert_eq!(rt::address_fact(0x1_0000), 16);
+    assert_eq!(rt::address_fact(0x1_0004), 1);
 }
 
 #[test]
 fn grids_are_bounded_and_empty_grids_launch_nothing() {
     assert_eq!(rt::launch_grid([37, 1, 1]).unwrap(), Some((37, 1, 1)));
     assert_eq!(rt::launch_grid([0, 1, 1]).unwrap(), None);
-    assert_eq!(rt::launch_grid([-1, 1, 1]).unwrap_err().status, Status::BadShape);
-    assert_eq!(rt::launch_grid([1, 65_536, 1]).unwrap_err().status, Status::BadShape);
+    assert_eq!(
+        rt::launch_grid([-1, 1, 1]).unwrap_err().status,
+        Status::BadShape
+    );
+    assert_eq!(
+        rt::launch_grid([1, 65_536, 1]).unwrap_err().status,
+        Status::BadShape
+    );
 }
 
 fn descriptor(dtype: Dtype, shape: &[i64], strides: &[i64]) -> Tensor {
@@ -84,7 +109,9 @@ fn descriptors_are_checked_before_any_cuda_call() {
     let good = descriptor(Dtype::Float32, &[4, 8], &[8, 1]);
     assert!(unsafe { rt::tensor_arg(&good, "x", 2) }.is_ok());
     assert_eq!(
-        unsafe { rt::tensor_arg(ptr::null(), "x", 2) }.unwrap_err().status,
+        unsafe { rt::tensor_arg(ptr::null(), "x", 2) }
+            .unwrap_err()
+            .status,
         Status::NullDescriptor
     );
     let mut unknown = good;
@@ -113,7 +140,10 @@ fn a_panic_becomes_a_status_code() {
 
 #[test]
 fn a_plan_reports_generics_and_refuses_a_null_plan() {
-    let generics = [rt::Generic::Int(1024), rt::Generic::Element(Dtype::Bfloat16)];
+    let generics = [
+        rt::Generic::Int(1024),
+        rt::Generic::Element(Dtype::Bfloat16),
+    ];
     let mut plan = Plan {
         variant: -1,
         num_generics: 0,

@@ -418,10 +418,37 @@ pub fn true_div(a: f64, b: f64) -> AbiResult<f64> {
     Ok(a / b)
 }
 
-/// The largest power of two (at most 16) dividing `value`; 16 for zero. This is
-/// how a cuTile launch states the divisibility of an extent or stride.
-pub fn divisibility(value: i64) -> i64 {
-    1i64 << value.trailing_zeros().min(4)
+/// The alignment, in bytes, behind every launch fact of cuTile Python.
+pub const FACT_ALIGNMENT: i64 = 16;
+
+/// The divisibility a cuTile launch states for an extent: 16 when the extent is a
+/// multiple of 16, else nothing (1).
+pub fn shape_fact(extent: i64) -> i64 {
+    if extent % FACT_ALIGNMENT == 0 {
+        FACT_ALIGNMENT
+    } else {
+        1
+    }
+}
+
+/// The divisibility (in elements) a cuTile launch states for a stride: 16 bytes
+/// counted in elements when the stride in bytes is a multiple of 16; a unit
+/// stride is a constant instead, so it states nothing (1).
+pub fn stride_fact(stride: i64, itemsize: i64) -> i64 {
+    if stride == 1 || (stride * itemsize) % FACT_ALIGNMENT != 0 {
+        1
+    } else {
+        (FACT_ALIGNMENT / itemsize).max(1)
+    }
+}
+
+/// The divisibility (in bytes) a cuTile launch states for a base address.
+pub fn address_fact(address: u64) -> i64 {
+    if address.is_multiple_of(FACT_ALIGNMENT as u64) {
+        FACT_ALIGNMENT
+    } else {
+        1
+    }
 }
 
 /// A derived value passed to an `i32` kernel parameter or generic.

@@ -58,7 +58,7 @@ fn derive(args: &Args, _num_sms: i64) -> AbiResult<Derived> {
     rt::launch_grid(grid)?;
     let generics = vec![
         Generic::Int(i64::from(rt::to_i32(c_tile_n, "TILE_N")?)),
-        Generic::Int(rt::divisibility(args.x.dim(1))),
+        Generic::Int(rt::shape_fact(args.x.dim(1))),
     ];
     Ok(Derived {
         variant: 0,

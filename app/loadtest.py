@@ -1,0 +1,244 @@
+"""Load test of status polling: starts `tileport serve` (no embedded worker) on
+a fresh data directory, submits a conversion through the API, gives it the
+stage timeline of a finished run (as a worker records it), then drives
+GET /v1/conversions/{id} from concurrent clients and reports latency
+percentiles and throughput.
+
+    python -m app.loadtest [--concurrency 16] [--duration 20] [--database-url URL]
+
+The server and the load generator share the machine, as they would on a
+single small host."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+from app.settings import load_settings
+from app.storage.database import make_engine, make_session_factory, transaction
+from app.storage.models import Conversion
+from app.worker import queue
+from app.worker.job import StageRecorder
+from schemas.api import ConversionStatus
+from schemas.pipeline import Stage, StageRecord
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "examples" / "kernels"
+SEEDED_STAGES = [
+    (Stage.PREFLIGHT, "PASS"),
+    (Stage.ANALYZER, "PASS"),
+    (Stage.KERNEL_WRITER, "COMPILED"),
+    (Stage.HOST_BUILDER, "BLOCKED"),
+    (Stage.FINAL_GATE, "FAIL"),
+]
+
+
+@dataclass
+class Result:
+    requests: int
+    errors: int
+    seconds: float
+    throughput_rps: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    concurrency: int
+    database: str
+    machine: str
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    index = min(len(sorted_values) - 1, round(fraction * (len(sorted_values) - 1)))
+    return sorted_values[index]
+
+
+def machine_description() -> str:
+    model = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} CPUs ({model or platform.processor()}), Python {platform.python_version()}"
+
+
+def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "app.cli_serve", "serve", "--port", str(port)]
+    command += ["--workers", "0", "--log-level", "warning"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_ready(base: str, server: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            stderr = server.stderr.read().decode() if server.stderr else ""
+            raise SystemExit(f"the server exited: {stderr[-2000:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the server did not become ready")
+
+
+def seed(base: str, token: str, database_url: str, run_root: Path) -> str:
+    """One conversion, submitted through the API, with a finished run's timeline."""
+    response = httpx.post(
+        f"{base}/v1/conversions",
+        json={"source_path": "softmax.py", "options": {"no_gpu": True}},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    response.raise_for_status()
+    conversion_id = str(response.json()["id"])
+    engine = make_engine(database_url)
+    sessions = make_session_factory(engine)
+    claim = queue.try_claim(sessions, conversion_id, "loadtest", 600.0)
+    assert claim is not None
+    recorder = StageRecorder(sessions, conversion_id, run_root / conversion_id, 1)
+    start = datetime.now(UTC)
+    for stage, verdict in SEEDED_STAGES:
+        end = start + timedelta(seconds=2)
+        recorder(
+            StageRecord(
+                stage=stage,
+                attempt=1,
+                verdict=verdict,
+                started_at=start,
+                finished_at=end,
+                summary=f"{stage.value}: {verdict}",
+            )
+        )
+        start = end
+    with transaction(sessions) as session:
+        row = session.get_one(Conversion, conversion_id)
+        row.outcome, row.gate_verdict = "stop", "FAIL"
+        row.headline = {"sameness": "exact", "geomean_ratio": None}
+    queue.finish(sessions, claim, ConversionStatus.FINISHED)
+    engine.dispose()
+    return conversion_id
+
+
+async def drive(url: str, concurrency: int, duration: float) -> tuple[list[float], int, float]:
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
+        stop_at = time.perf_counter() + duration
+
+        async def poller() -> None:
+            nonlocal errors
+            while time.perf_counter() < stop_at:
+                started = time.perf_counter()
+                try:
+                    response = await client.get(url)
+                    ok = response.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                latencies.append(time.perf_counter() - started)
+                errors += 0 if ok else 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(poller() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - began
+    return latencies, errors, elapsed
+
+
+def run(concurrency: int, duration: float, warmup: float, database_url: str | None) -> Result:
+    with tempfile.TemporaryDirectory(prefix="tileport-load-") as folder:
+        data = Path(folder)
+        token = secrets.token_urlsafe(16)
+        settings = load_settings(
+            {}, data_dir=data, database_url=database_url or "", api_tokens={"load": token}
+        )
+        env = {
+            **os.environ,
+            "TILEPORT_DATA_DIR": str(data),
+            "DATABASE_URL": settings.resolved_database_url,
+            "API_TOKENS": f"load:{token}",
+            "SOURCE_ROOT": str(CORPUS),
+        }
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = start_server(env, port)
+        try:
+            wait_ready(base, server)
+            cid = seed(
+                base,
+                token,
+                settings.resolved_database_url,
+                settings.resolved_artifact_root / "runs",
+            )
+            url = f"{base}/v1/conversions/{cid}"
+            asyncio.run(drive(url, concurrency, warmup))
+            latencies, errors, elapsed = asyncio.run(drive(url, concurrency, duration))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    ordered = sorted(latencies)
+    backend = "postgresql" if settings.resolved_database_url.startswith("postgresql") else "sqlite"
+    return Result(
+        requests=len(ordered),
+        errors=errors,
+        seconds=round(elapsed, 2),
+        throughput_rps=round(len(ordered) / elapsed, 1),
+        p50_ms=round(1000 * statistics.median(ordered), 2),
+        p90_ms=round(1000 * percentile(ordered, 0.90), 2),
+        p99_ms=round(1000 * percentile(ordered, 0.99), 2),
+        max_ms=round(1000 * ordered[-1], 2),
+        concurrency=concurrency,
+        database=backend,
+        machine=machine_description(),
+    )
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.loadtest", description=__doc__)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds measured")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring")
+    parser.add_argument("--database-url", default=None, help="default: SQLite in a temp dir")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--min-rps", type=float, default=0.0, help="exit 1 below this rate")
+    args = parser.parse_args(argv)
+    result = run(args.concurrency, args.duration, args.warmup, args.database_url)
+    if args.json:
+        print(json.dumps(asdict(result), indent=2))
+    else:
+        print(
+            f"{result.requests} requests in {result.seconds} s ({result.database}, "
+            f"{result.concurrency} concurrent clients): {result.throughput_rps} req/s, "
+            f"p50 {result.p50_ms} ms, p90 {result.p90_ms} ms, p99 {result.p99_ms} ms, "
+            f"max {result.max_ms} ms, {result.errors} errors; {result.machine}"
+        )
+    return 0 if result.errors == 0 and result.throughput_rps >= args.min_rps else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

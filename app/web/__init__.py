@@ -1,0 +1,1 @@
+"""The server-rendered web pages: views, charts, templates, static files."""

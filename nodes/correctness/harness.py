@@ -1,0 +1,184 @@
+"""Arrays for one configuration, and the comparison of outputs with the reference.
+
+Runs on the GPU host (torch is imported by the caller and passed in). Inputs
+are drawn fresh per seed as the spec's `init` says; every output is poisoned
+(NaN for floats, the dtype's maximum for integers) before a launch, so an
+element the kernel never writes shows up as non-finite or wrong. Arrays with
+explicit strides or storage offsets are views into a larger allocation, as a
+sliced tensor would be.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.port_spec import FLOAT_DTYPES, PortSpec, ResolvedArray, ResolvedConfig
+from schemas.spec_expr import evaluate
+
+TINY = 1e-30
+
+
+@dataclass
+class CaseArrays:
+    """The arrays of one configuration under one seed: inputs shared, outputs per side."""
+
+    inputs: dict[str, Any]
+    port_outputs: dict[str, Any]
+    kernel_outputs: dict[str, Any]
+    scalars: dict[str, int | float]
+
+    def port_arrays(self, order: list[str]) -> tuple[Any, ...]:
+        return tuple(self.port_outputs.get(name, self.inputs.get(name)) for name in order)
+
+    def kernel_arrays(self, order: list[str]) -> tuple[Any, ...]:
+        return tuple(self.kernel_outputs.get(name, self.inputs.get(name)) for name in order)
+
+
+def torch_dtype(torch: Any, name: str) -> Any:
+    return getattr(torch, name)
+
+
+def _strided(torch: Any, array: ResolvedArray, device: Any) -> Any:
+    """An empty tensor with the array's shape, strides and storage offset."""
+    span = 1 + sum(
+        (extent - 1) * stride for extent, stride in zip(array.shape, array.strides, strict=True)
+    )
+    span = span if all(extent > 0 for extent in array.shape) else 0
+    base = torch.empty(
+        array.storage_offset + span, dtype=torch_dtype(torch, array.dtype), device=device
+    )
+    return base.as_strided(array.shape, array.strides, array.storage_offset)
+
+
+def _fill(
+    torch: Any,
+    tensor: Any,
+    spec: PortSpec,
+    name: str,
+    dtype: str,
+    env: dict[str, Any],
+    generator: Any,
+) -> None:
+    init = spec.arrays[name].default_init(dtype)
+    low = _bound(init.low, env)
+    high = _bound(init.high, env)
+    if init.kind == "zeros":
+        tensor.zero_()
+    elif init.kind == "ones":
+        tensor.fill_(1)
+    elif init.kind == "arange":
+        values = torch.arange(tensor.numel(), device=tensor.device).reshape(tensor.shape)
+        tensor.copy_(values.to(tensor.dtype))
+    elif init.kind == "randint":
+        values = torch.randint(
+            int(low), int(high), tuple(tensor.shape), generator=generator, device=tensor.device
+        )
+        tensor.copy_(values.to(tensor.dtype))
+    elif init.kind == "uniform":
+        values = torch.rand(tuple(tensor.shape), generator=generator, device=tensor.device)
+        tensor.copy_((values * (high - low) + low).to(tensor.dtype))
+    else:
+        values = torch.randn(tuple(tensor.shape), generator=generator, device=tensor.device)
+        tensor.copy_(values.to(tensor.dtype))
+
+
+def _bound(value: int | float | str | None, env: dict[str, Any]) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, str):
+        result = evaluate(value, env)
+        assert isinstance(result, int | float)
+        return float(result)
+    return float(value)
+
+
+def poison(torch: Any, tensor: Any) -> None:
+    if tensor.dtype.is_floating_point:
+        tensor.fill_(math.nan)
+    elif tensor.dtype == torch.bool:
+        tensor.fill_(True)
+    else:
+        tensor.fill_(torch.iinfo(tensor.dtype).max)
+
+
+def make_arrays(
+    torch: Any, spec: PortSpec, resolved: ResolvedConfig, seed: int, device: Any
+) -> CaseArrays:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    env: dict[str, Any] = {
+        **resolved.dims,
+        **resolved.constants,
+        **resolved.scalars,
+        "dtype": resolved.dtype,
+    }
+    inputs: dict[str, Any] = {}
+    port_outputs: dict[str, Any] = {}
+    kernel_outputs: dict[str, Any] = {}
+    for name, array in resolved.arrays.items():
+        if array.role == "out":
+            for side in (port_outputs, kernel_outputs):
+                side[name] = _strided(torch, array, device)
+                poison(torch, side[name])
+            continue
+        tensor = _strided(torch, array, device)
+        _fill(torch, tensor, spec, name, array.dtype, env, generator)
+        if array.role == "inout":
+            port_outputs[name] = tensor
+            kernel_outputs[name] = tensor.clone()
+            inputs[name] = tensor.clone()  # the reference reads the original values
+        else:
+            inputs[name] = tensor
+    return CaseArrays(inputs, port_outputs, kernel_outputs, dict(resolved.scalars))
+
+
+def is_ragged(resolved: ResolvedConfig) -> bool:
+    """Some extent that is not a multiple of 16: padding and tails are exercised."""
+    return any(extent % 16 for array in resolved.arrays.values() for extent in array.shape)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    passed: bool
+    max_abs: float
+    max_rel: float
+    nonfinite: bool
+    message: str
+
+
+def compare(torch: Any, name: str, out: Any, expected: Any, atol: float, rtol: float) -> Comparison:
+    """|out - expected| <= atol + rtol * |expected| everywhere, in float64; an output
+    that is not finite where the reference is finite fails whatever the tolerance."""
+    got = out.detach().to(torch.float64)
+    want = expected.detach().to(torch.float64).expand_as(got)
+    finite_want = torch.isfinite(want)
+    nonfinite = bool((~torch.isfinite(got) & finite_want).any())
+    error = (got - want).abs()
+    error = torch.where(finite_want, error, torch.zeros_like(error))
+    allowed = atol + rtol * want.abs()
+    within = bool((error <= allowed).all()) and not nonfinite
+    max_abs = float(error.max()) if error.numel() else 0.0
+    max_rel = float((error / want.abs().clamp_min(TINY)).max()) if error.numel() else 0.0
+    message = f"{name}: max abs {max_abs:.3e}, max rel {max_rel:.3e}"
+    if nonfinite:
+        count = int((~torch.isfinite(got) & finite_want).sum())
+        message += f", {count} non-finite element(s) (unwritten or overflowed)"
+    return Comparison(within, max_abs, max_rel, nonfinite, message)
+
+
+def expected_outputs(result: Any, outputs: list[str]) -> dict[str, Any]:
+    """A reference returns one tensor (the single output) or a dict by output name."""
+    if isinstance(result, dict):
+        missing = [name for name in outputs if name not in result]
+        if missing:
+            raise ValueError(f"the reference returned no value for {missing}")
+        return {name: result[name] for name in outputs}
+    if len(outputs) != 1:
+        raise ValueError(f"the reference returned one tensor for outputs {outputs}")
+    return {outputs[0]: result}
+
+
+def is_float_dtype(name: str) -> bool:
+    return name in FLOAT_DTYPES

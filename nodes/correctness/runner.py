@@ -1,0 +1,861 @@
+"""The GPU job runner: `tileport gpu-run BUNDLE [--out DIR]`.
+
+A bundle (see `toolchain.gpu_bundle`) holds the built library, its generated
+wrapper, the port spec, the reference kernel and its correctness reference.
+On a GPU host this module runs, in order:
+
+1. correctness: every configuration (test configurations under every seed,
+   perf configurations under the first), fresh random inputs per seed, outputs
+   poisoned first, the spec's tolerances, a non-finite check, and a bitwise
+   comparison with the cuTile Python kernel's own output;
+2. ABI probes that need a GPU (host memory, misaligned device memory);
+3. perf, only after ALL_PASS (PIPELINE.md, "Performance protocol");
+4. host wall-clock per call, with and without CUDA graph capture.
+
+It writes `correctness.json` (CorrectnessReport), `perf.json` (PerfReport),
+`gpu_run.json` (GpuRunReport) and `summary.md`. Without a usable GPU every
+stage ends BLOCKED with class env, and the reports say plainly that nothing
+ran on a GPU. Imports at module level are the standard library, pydantic and
+the project's schemas: the bundle carries exactly these files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from nodes.correctness.harness import (
+    CaseArrays,
+    Comparison,
+    compare,
+    expected_outputs,
+    is_ragged,
+    make_arrays,
+)
+from nodes.perf_validator.measure import (
+    Contender,
+    column,
+    config_summaries,
+    host_overhead,
+    l2_flush_buffer,
+    measure_config,
+)
+from schemas.gpu import (
+    AbiProbe,
+    BundleManifest,
+    CaseDetail,
+    GpuEnvironment,
+    GpuRunReport,
+    HostOverhead,
+    PerfDetail,
+)
+from schemas.port_spec import PortSpec, ResolvedConfig, load_port_spec
+from schemas.reports import (
+    CorrectnessCase,
+    CorrectnessReport,
+    MeasurementEnvironment,
+    PerfReport,
+    PerfRow,
+    ReferenceBackend,
+    geomean_line,
+    geomean_ratio,
+)
+from schemas.verdicts import CorrectnessVerdict, PerfVerdict
+from toolchain.cupti import KernelTimer
+
+EXIT_ALL_PASS = 0
+EXIT_FAILED = 1
+EXIT_BLOCKED = 2
+EXIT_BAD_BUNDLE = 3
+HOST_OVERHEAD_CALLS = 200
+
+T = TypeVar("T")
+
+
+class BundleError(ValueError):
+    pass
+
+
+# --- the bundle -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bundle:
+    root: Path
+    manifest: BundleManifest
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+
+def load_bundle(root: Path) -> Bundle:
+    manifest_path = root / "manifest.json"
+    try:
+        manifest = BundleManifest.model_validate_json(manifest_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BundleError(f"{manifest_path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise BundleError(f"{manifest_path}: invalid manifest: {exc}") from None
+    problems = []
+    for entry in manifest.files:
+        path = root / entry.path
+        if not path.is_file():
+            problems.append(f"{entry.path} is missing")
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != entry.sha256:
+            problems.append(f"{entry.path} does not match its sha256 (damaged in transfer?)")
+    if problems:
+        raise BundleError("; ".join(problems))
+    return Bundle(root=root, manifest=manifest)
+
+
+def _import_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the environment ------------------------------------------------------------------
+
+
+@dataclass
+class GpuContext:
+    """Everything a GPU run uses, once the environment probe has succeeded."""
+
+    bundle: Bundle
+    spec: PortSpec
+    torch: Any
+    ct: Any
+    wrapper: ModuleType
+    library: Any
+    kernel: Any
+    reference: Any
+    torch_equivalent: Any
+    device: Any
+    environment: GpuEnvironment
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def operator(self) -> str:
+        return self.bundle.manifest.operator
+
+    @property
+    def array_order(self) -> list[str]:
+        return [a["name"] for a in self.wrapper.OPERATORS[self.operator]["arrays"]]
+
+    @property
+    def scalar_order(self) -> list[str]:
+        return [s["name"] for s in self.wrapper.OPERATORS[self.operator]["scalars"]]
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version(), "glibc": "-".join(platform.libc_ver())}
+    for name in ("torch", "cuda-tile", "cupti-python", "cffi", "pydantic"):
+        version = _version(name)
+        if version:
+            found[name] = version
+    tileiras = os.environ.get("CUTILE_TILEIRAS_PATH")
+    if tileiras and Path(tileiras).exists():
+        done = subprocess.run([tileiras, "--version"], capture_output=True, text=True, check=False)
+        lines = (done.stdout or done.stderr).strip().splitlines()
+        found["tileiras"] = lines[-1] if lines else "unknown"
+    return found
+
+
+def _nvidia_smi() -> tuple[str | None, dict[str, str]]:
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None, {}
+    fields = ["driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem"]
+    done = subprocess.run(
+        [tool, f"--query-gpu={','.join(fields)}", "--format=csv,noheader", "-i", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    values = [v.strip() for v in done.stdout.strip().split(",")]
+    if done.returncode != 0 or len(values) != len(fields):
+        return None, {}
+    return values[0], dict(zip(fields[1:], values[1:], strict=True))
+
+
+def _probe(bundle: Bundle, missing: list[str]) -> dict[str, Any]:
+    """Imports what a GPU run needs; every failure is appended to `missing`."""
+    found: dict[str, Any] = {}
+    for name, module in (
+        ("torch", "torch"),
+        ("cuda.tile", "cuda.tile"),
+        ("cupti", "cupti"),
+        ("cffi", "cffi"),
+    ):
+        try:
+            found[name] = importlib.import_module(module)
+        except ImportError as exc:
+            missing.append(f"{name} is not importable ({exc})")
+    torch = found.get("torch")
+    if torch is not None and not torch.cuda.is_available():
+        missing.append("torch sees no CUDA device (torch.cuda.is_available() is False)")
+    tileiras = os.environ.get("CUTILE_TILEIRAS_PATH")
+    if not tileiras or not Path(tileiras).exists():
+        missing.append("CUTILE_TILEIRAS_PATH does not name a tileiras binary (source env.sh)")
+    if "cffi" in found:
+        try:
+            wrapper = _import_file(bundle.path(bundle.manifest.wrapper), "tileport_kernels")
+            found["wrapper"] = wrapper
+            found["library"] = wrapper.Library(bundle.path(bundle.manifest.library))
+        except Exception as exc:  # a library that does not load is an environment fact
+            missing.append(f"the kernel library does not load: {type(exc).__name__}: {exc}")
+    return found
+
+
+def probe_environment(bundle: Bundle) -> tuple[GpuEnvironment, GpuContext | None]:
+    missing: list[str] = []
+    found = _probe(bundle, missing)
+    torch = found.get("torch")
+    gpu_ready = not missing and torch is not None
+    environment = GpuEnvironment(versions=_versions(), missing=missing)
+    if not gpu_ready:
+        return environment, None
+    assert torch is not None
+    device = torch.device("cuda", torch.cuda.current_device())
+    properties = torch.cuda.get_device_properties(device)
+    driver, clocks = _nvidia_smi()
+    environment = GpuEnvironment(
+        gpu=torch.cuda.get_device_name(device),
+        compute_capability="{}.{}".format(*torch.cuda.get_device_capability(device)),
+        driver=driver,
+        clocks=clocks,
+        l2_bytes=int(properties.L2_cache_size),
+        num_sms=int(properties.multi_processor_count),
+        versions=environment.versions,
+    )
+    spec = load_port_spec(bundle.path(bundle.manifest.spec))
+    kernel_module = _import_file(bundle.path(bundle.manifest.reference_source), "reference_kernel")
+    context = GpuContext(
+        bundle=bundle,
+        spec=spec,
+        torch=torch,
+        ct=found["cuda.tile"],
+        wrapper=found["wrapper"],
+        library=found["library"],
+        kernel=getattr(kernel_module, spec.kernel),
+        reference=_spec_function(bundle, spec.reference.function),
+        torch_equivalent=(
+            None
+            if bundle.manifest.torch_equivalent is None
+            else _spec_function(bundle, bundle.manifest.torch_equivalent)
+        ),
+        device=device,
+        environment=environment,
+    )
+    return environment, context
+
+
+def _spec_function(bundle: Bundle, function: str) -> Any:
+    """`module:function`, the module beside the bundle's spec."""
+    module_name, name = function.split(":")
+    spec_dir = bundle.path(bundle.manifest.spec).parent
+    module = sys.modules.get(module_name)
+    if module is None:
+        module = _import_file(spec_dir / f"{module_name.replace('.', '/')}.py", module_name)
+    return getattr(module, name)
+
+
+# --- correctness ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: CorrectnessCase
+    detail: CaseDetail
+
+
+def _kernel_arguments(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -> list[Any]:
+    """The reference kernel's arguments in its parameter order: arrays, scalars and
+    the constants the launch bakes in."""
+    values: list[Any] = []
+    for name in ctx.bundle.manifest.kernel_parameters:
+        if name in resolved.arrays:
+            values.append(arrays.kernel_outputs.get(name, arrays.inputs.get(name)))
+        elif name in resolved.scalars:
+            values.append(resolved.scalars[name])
+        else:
+            values.append(resolved.constants[name])
+    return values
+
+
+def launch_reference_kernel(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -> None:
+    kernel = ctx.kernel
+    if resolved.hints is not None and resolved.hints.as_kwargs():
+        kernel = kernel.replace_hints(**resolved.hints.as_kwargs())
+    stream = ctx.torch.cuda.current_stream()
+    ctx.ct.launch(stream, resolved.grid, kernel, tuple(_kernel_arguments(ctx, resolved, arrays)))
+
+
+def launch_port(ctx: GpuContext, arrays: CaseArrays, resolved: ResolvedConfig) -> None:
+    scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
+    ctx.library.call(ctx.operator, arrays.port_arrays(ctx.array_order), scalars)
+
+
+def reference_arguments(
+    ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays
+) -> dict[str, Any]:
+    """What the correctness reference (and the torch column) is called with: the
+    input arrays, the scalars and the constants the spec passes."""
+    kwargs: dict[str, Any] = dict(arrays.inputs)
+    kwargs.update(resolved.scalars)
+    kwargs.update({name: resolved.constants[name] for name in ctx.spec.reference.pass_constants})
+    return kwargs
+
+
+def reference_values(
+    ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays
+) -> dict[str, Any]:
+    outputs = [name for name, a in resolved.arrays.items() if a.role in ("out", "inout")]
+    result = ctx.reference(**reference_arguments(ctx, resolved, arrays))
+    return expected_outputs(result, outputs)
+
+
+@dataclass
+class _PortCall:
+    ok: bool
+    status: int | None = None
+    message: str = ""
+
+
+def _call_port(ctx: GpuContext, arrays: CaseArrays, resolved: ResolvedConfig) -> _PortCall:
+    """One launch of the port; a refusal (by the wrapper or by the C side, which then
+    gives its status) or any other error is recorded, never raised."""
+    try:
+        launch_port(ctx, arrays, resolved)
+        ctx.torch.cuda.synchronize()
+    except ctx.wrapper.TileportError as exc:
+        return _PortCall(False, exc.status, f"the port refused the call: {exc}")
+    except Exception as exc:  # recorded in the case: one bad call must not end the run
+        return _PortCall(False, None, f"the port call failed: {type(exc).__name__}: {exc}")
+    return _PortCall(True)
+
+
+def _matches_reference_kernel(
+    ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays, messages: list[str]
+) -> bool | None:
+    """Whether the port's outputs equal, bit for bit, the cuTile Python kernel's."""
+    try:
+        launch_reference_kernel(ctx, resolved, arrays)
+        ctx.torch.cuda.synchronize()
+    except Exception as exc:  # the baseline failing is reported, not fatal
+        messages.append(f"the reference kernel failed: {type(exc).__name__}: {exc}")
+        return None
+    return all(
+        bool(ctx.torch.equal(arrays.port_outputs[name], arrays.kernel_outputs[name]))
+        for name in arrays.port_outputs
+    )
+
+
+def _compare_with_reference(
+    ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays, messages: list[str]
+) -> list[Comparison]:
+    tolerance = ctx.spec.tolerances[resolved.dtype]
+    try:
+        expected = reference_values(ctx, resolved, arrays)
+        comparisons = [
+            compare(
+                ctx.torch, name, arrays.port_outputs[name], want, tolerance.atol, tolerance.rtol
+            )
+            for name, want in expected.items()
+        ]
+    except Exception as exc:  # a reference that cannot be computed fails the case
+        messages.append(f"the correctness reference failed: {type(exc).__name__}: {exc}")
+        return []
+    messages += [c.message for c in comparisons]
+    return comparisons
+
+
+def run_case(ctx: GpuContext, resolved: ResolvedConfig, seed: int) -> CaseResult:
+    arrays = make_arrays(ctx.torch, ctx.spec, resolved, seed, ctx.device)
+    tolerance = ctx.spec.tolerances[resolved.dtype]
+    port = _call_port(ctx, arrays, resolved)
+    messages = [port.message] if port.message else []
+    matches = _matches_reference_kernel(ctx, resolved, arrays, messages) if port.ok else None
+    comparisons = _compare_with_reference(ctx, resolved, arrays, messages) if port.ok else []
+    passed = port.ok and bool(comparisons) and all(c.passed for c in comparisons)
+    case = CorrectnessCase(
+        config_id=resolved.name,
+        dtype=resolved.dtype,
+        seed=seed,
+        shapes={name: list(a.shape) for name, a in resolved.arrays.items()},
+        passed=passed,
+        max_abs_error=max((c.max_abs for c in comparisons), default=None),
+        max_rel_error=max((c.max_rel for c in comparisons), default=None),
+        atol=tolerance.atol,
+        rtol=tolerance.rtol,
+        nonfinite_outputs=any(c.nonfinite for c in comparisons),
+        message="; ".join(messages),
+    )
+    detail = CaseDetail(
+        config_id=resolved.name,
+        seed=seed,
+        ragged=is_ragged(resolved),
+        poisoned_outputs=sorted(n for n, a in resolved.arrays.items() if a.role == "out"),
+        port_status=port.status,
+        matches_reference_kernel=matches,
+    )
+    return CaseResult(case, detail)
+
+
+def run_correctness(ctx: GpuContext) -> list[CaseResult]:
+    results: list[CaseResult] = []
+    seeds = ctx.bundle.manifest.seeds
+    for config, purpose in ctx.spec.all_configs():
+        resolved = ctx.spec.resolve(config, purpose)
+        for seed in seeds if purpose == "test" else seeds[:1]:
+            results.append(run_case(ctx, resolved, seed))
+    return results
+
+
+# --- ABI probes that need a GPU ------------------------------------------------------------
+
+
+def abi_probes(ctx: GpuContext, resolved: ResolvedConfig) -> list[AbiProbe]:
+    """Host memory (pageable and pinned) passed as the first array, through the raw C
+    entry: the device check must refuse it before any launch."""
+    torch = ctx.torch
+    arrays = make_arrays(torch, ctx.spec, resolved, 0, ctx.device)
+    tensors = [
+        ctx.wrapper.describe(t, n)
+        for t, n in zip(arrays.port_arrays(ctx.array_order), ctx.array_order, strict=True)
+    ]
+    first = tensors[0]
+    host = torch.empty(first.shape, dtype=getattr(torch, first.dtype), device="cpu")
+    pinned = torch.empty(first.shape, dtype=getattr(torch, first.dtype), pin_memory=True)
+    codes = {name: code for code, name in ctx.wrapper.STATUS.items()}
+    cases = {
+        "pageable host memory": (host.data_ptr(), codes["DEVICE"]),
+        "pinned host memory": (pinned.data_ptr(), codes["DEVICE"]),
+    }
+    scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
+    function = getattr(ctx.library.lib, f"cutile_{ctx.operator}")
+    probes: list[AbiProbe] = []
+    for case, (address, expected) in cases.items():
+        moved = ctx.wrapper.TensorDescriptor(address, first.dtype, first.shape, first.strides)
+        descriptors = [ctx.library.descriptor(t) for t in [moved, *tensors[1:]]]
+        stream = ctx.library.ffi.cast("void *", torch.cuda.current_stream().cuda_stream)
+        returned = int(function(*descriptors, *scalars, stream))
+        probes.append(AbiProbe(case=case, expected=expected, returned=returned))
+    torch.cuda.synchronize()
+    return probes
+
+
+# --- perf -----------------------------------------------------------------------------
+
+
+@dataclass
+class PerfOutcome:
+    rows: list[PerfRow] = field(default_factory=list)
+    details: list[PerfDetail] = field(default_factory=list)
+    overhead: list[HostOverhead] = field(default_factory=list)
+    flush_bytes: int = 0
+
+
+def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
+    torch = ctx.torch
+    manifest = ctx.bundle.manifest
+    flush = l2_flush_buffer(torch, ctx.device)
+    timer = KernelTimer(synchronize=torch.cuda.synchronize)
+    timer.start()
+    prepared: list[tuple[ResolvedConfig, list[str]]] = []
+    for resolved in configs:
+        arrays = make_arrays(torch, ctx.spec, resolved, manifest.seeds[0], ctx.device)
+        contenders = _contenders(ctx, resolved, arrays)
+        measure_config(
+            torch,
+            timer,
+            resolved.name,
+            contenders,
+            flush,
+            manifest.perf_repetitions,
+            manifest.perf_warmup,
+        )
+        prepared.append((resolved, [c.label for c in contenders]))
+    timer.stop()
+    outcome = PerfOutcome(flush_bytes=int(flush.numel() * flush.element_size()))
+    for resolved, labels in prepared:
+        summaries = config_summaries(timer, resolved.name, labels)
+        port, reference = column(summaries["port"]), column(summaries["reference"])
+        eager = column(summaries["torch"]) if "torch" in summaries else None
+        if port is None or reference is None:
+            ctx.notes.append(f"{resolved.name}: no kernel activity recorded for port or reference")
+            continue
+        outcome.details.append(
+            PerfDetail(config_id=resolved.name, port=port, reference=reference, torch=eager)
+        )
+        outcome.rows.append(
+            PerfRow(
+                config_id=resolved.name,
+                variant=resolved.variant,
+                dtype=resolved.dtype,
+                shapes={name: list(a.shape) for name, a in resolved.arrays.items()},
+                port_us=port.median_us,
+                baseline_us=reference.median_us,
+                baseline_backend=ReferenceBackend.CUTILE_PYTHON,
+                repetitions=manifest.perf_repetitions,
+                port_launches=round(port.launches_per_call),
+                baseline_launches=round(reference.launches_per_call),
+            )
+        )
+    if configs:
+        outcome.overhead.append(_host_overhead(ctx, configs[0]))
+    return outcome
+
+
+def _contenders(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -> list[Contender]:
+    """The port, the cuTile Python kernel, and torch eager when the bundle names it."""
+
+    def port() -> None:
+        launch_port(ctx, arrays, resolved)
+
+    def reference() -> None:
+        launch_reference_kernel(ctx, resolved, arrays)
+
+    contenders = [Contender("port", port), Contender("reference", reference)]
+    if ctx.torch_equivalent is not None:
+        kwargs = reference_arguments(ctx, resolved, arrays)
+
+        def eager() -> None:
+            ctx.torch_equivalent(**kwargs)
+
+        contenders.append(Contender("torch", eager))
+    return contenders
+
+
+def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
+    arrays = make_arrays(ctx.torch, ctx.spec, resolved, 0, ctx.device)
+    described = ctx.library.check(ctx.operator, arrays.port_arrays(ctx.array_order))
+    descriptors = [ctx.library.descriptor(t) for t in described]
+    scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
+    function = getattr(ctx.library.lib, f"cutile_{ctx.operator}")
+
+    def cffi_call() -> None:
+        stream = ctx.library.ffi.cast("void *", ctx.torch.cuda.current_stream().cuda_stream)
+        function(*descriptors, *scalars, stream)
+
+    return host_overhead(
+        ctx.torch,
+        resolved.name,
+        HOST_OVERHEAD_CALLS,
+        lambda: launch_port(ctx, arrays, resolved),
+        cffi_call,
+        lambda: launch_reference_kernel(ctx, resolved, arrays),
+    )
+
+
+# --- reports ----------------------------------------------------------------------------
+
+
+@dataclass
+class RunOutcome:
+    correctness: CorrectnessReport
+    perf: PerfReport
+    run: GpuRunReport
+
+    @property
+    def exit_code(self) -> int:
+        if not self.correctness.ran_on_gpu:
+            return EXIT_BLOCKED
+        return (
+            EXIT_ALL_PASS
+            if self.correctness.verdict is CorrectnessVerdict.ALL_PASS
+            else EXIT_FAILED
+        )
+
+
+def _meta(manifest: BundleManifest) -> dict[str, Any]:
+    return {"run_id": manifest.run_id, "attempt": manifest.attempt}
+
+
+def blocked_outcome(
+    manifest: BundleManifest, environment: GpuEnvironment, started: float
+) -> RunOutcome:
+    why = "; ".join(environment.missing)
+    statement = f"Nothing was run on a GPU: {why}."
+    correctness = CorrectnessReport(
+        **_meta(manifest),
+        verdict=CorrectnessVerdict.BLOCKED,
+        ran_on_gpu=False,
+        summary=statement + " Correctness is unproven (class env).",
+    )
+    perf = PerfReport(
+        **_meta(manifest),
+        verdict=PerfVerdict.BLOCKED,
+        summary=statement + " No timing was taken (class env).",
+        **PerfReport.geomean_fields([]),
+    )
+    run = GpuRunReport(
+        operator=manifest.operator,
+        ran_on_gpu=False,
+        statement=statement,
+        environment=environment,
+        correctness_verdict=correctness.verdict.value,
+        perf_verdict=perf.verdict.value,
+        geomean_line=perf.geomean_line,
+        elapsed_s=time.monotonic() - started,
+    )
+    return RunOutcome(correctness, perf, run)
+
+
+def gpu_outcome(ctx: GpuContext, perf_anyway: bool, started: float) -> RunOutcome:
+    results = run_correctness(ctx)
+    cases = [r.case for r in results]
+    failed = sorted({c.config_id for c in cases if not c.passed})
+    all_pass = bool(cases) and not failed
+    gpu = ctx.environment.gpu or "unknown GPU"
+    correctness = CorrectnessReport(
+        **_meta(ctx.bundle.manifest),
+        verdict=CorrectnessVerdict.ALL_PASS if all_pass else CorrectnessVerdict.FAIL,
+        ran_on_gpu=True,
+        gpu=gpu,
+        cases=cases,
+        summary=f"{len(cases)} cases on {gpu}"
+        + (f"; failed: {', '.join(failed)}" if failed else ""),
+    )
+    supported = [ctx.spec.resolve(c, p) for c, p in ctx.spec.all_configs() if c.name not in failed]
+    probes: list[AbiProbe] = []
+    if supported:
+        probes = _guarded(ctx, "the ABI probes", lambda: abi_probes(ctx, supported[0]), [])
+    perf_configs = [ctx.spec.resolve(c, "perf") for c in ctx.spec.perf_configs]
+    perf_configs = perf_configs or [ctx.spec.resolve(c, "test") for c in ctx.spec.test_configs]
+    timed = [r for r in perf_configs if r.name not in failed]
+    measured = PerfOutcome()
+    if all_pass or perf_anyway:
+        measured = _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
+    perf = _perf_report(ctx, measured, all_pass)
+    run = GpuRunReport(
+        operator=ctx.operator,
+        ran_on_gpu=True,
+        statement=(
+            f"Ran on {gpu}: {len(cases)} correctness cases, "
+            f"{len(measured.details)} timed configurations."
+        ),
+        environment=ctx.environment,
+        correctness_verdict=correctness.verdict.value,
+        perf_verdict=perf.verdict.value,
+        cases=[r.detail for r in results],
+        perf=measured.details,
+        host_overhead=measured.overhead,
+        abi_probes=probes,
+        notes=ctx.notes,
+        geomean_line=geomean_line(geomean_ratio(measured.rows), len(measured.rows)),
+        elapsed_s=time.monotonic() - started,
+    )
+    return RunOutcome(correctness, perf, run)
+
+
+def _guarded(ctx: GpuContext, what: str, run: Callable[[], T], fallback: T) -> T:
+    """Runs one phase; a failure is noted in the reports instead of ending the run,
+    so the phases before it still reach the reports."""
+    try:
+        return run()
+    except Exception as exc:  # noted, see above
+        ctx.notes.append(f"{what} failed: {type(exc).__name__}: {exc}")
+        return fallback
+
+
+def _perf_report(ctx: GpuContext, measured: PerfOutcome, all_pass: bool) -> PerfReport:
+    manifest = ctx.bundle.manifest
+    if not all_pass or not measured.rows:
+        why = (
+            "correctness did not pass (only ALL_PASS unlocks benchmarking)"
+            if not all_pass
+            else "no configuration was timed"
+        )
+        return PerfReport(
+            **_meta(manifest),
+            verdict=PerfVerdict.BLOCKED,
+            summary=f"Perf not judged: {why}; diagnostic timings, if any, are in gpu_run.json.",
+            **PerfReport.geomean_fields([]),
+        )
+    env = ctx.environment
+    clocks = ", ".join(f"{k} {v}" for k, v in env.clocks.items()) or "not reported"
+    toolchain = {**env.versions, **manifest.built_on}
+    return PerfReport(
+        **_meta(manifest),
+        verdict=PerfReport.verdict_for(measured.rows),
+        summary="",
+        l2_flush_bytes=measured.flush_bytes,
+        warmup_iterations=manifest.perf_warmup,
+        interleaved=True,
+        rows=measured.rows,
+        environment=MeasurementEnvironment(
+            gpu=env.gpu or "unknown",
+            driver=env.driver or "unknown",
+            clocks=clocks,
+            toolchain=toolchain,
+        ),
+        notes=ctx.notes,
+        **PerfReport.geomean_fields(measured.rows),
+    )
+
+
+def write_outcome(outcome: RunOutcome, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "correctness.json": outcome.correctness.model_dump_json(indent=2),
+        "perf.json": outcome.perf.model_dump_json(indent=2),
+        GpuRunReport.FILE_NAME: outcome.run.model_dump_json(indent=2),
+        "summary.md": summary_markdown(outcome),
+    }
+    written = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def summary_markdown(outcome: RunOutcome) -> str:
+    run = outcome.run
+    correctness = outcome.correctness
+    lines = [
+        f"# GPU run of `{run.operator}`",
+        "",
+        run.statement,
+        "",
+        f"- correctness: **{correctness.verdict.value}**: "
+        f"{correctness.summary or 'all cases passed'}",
+        f"- perf: **{outcome.perf.verdict.value}**: {outcome.perf.summary or run.geomean_line}",
+        f"- {run.geomean_line}",
+    ]
+    env = run.environment
+    if env.gpu:
+        lines.append(
+            f"- GPU: {env.gpu} (cc {env.compute_capability}), driver {env.driver}, "
+            f"clocks {env.clocks}"
+        )
+    lines += _case_table(correctness) + _perf_table(run) + _overhead_lines(run)
+    return "\n".join(lines)
+
+
+def _case_table(correctness: CorrectnessReport) -> list[str]:
+    if not correctness.cases:
+        return []
+    lines = [
+        "",
+        "| config | dtype | seed | passed | max abs | max rel | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for case in correctness.cases:
+        errors = f"{_number(case.max_abs_error)} | {_number(case.max_rel_error)}"
+        lines.append(
+            f"| {case.config_id} | {case.dtype} | {case.seed} | {case.passed} | {errors} | "
+            f"{case.message[:120]} |"
+        )
+    return lines
+
+
+def _perf_table(run: GpuRunReport) -> list[str]:
+    if not run.perf:
+        return []
+    lines = [
+        "",
+        "| config | port µs | cuTile Python µs | torch µs | port/ref | launches port/ref |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in run.perf:
+        eager = f"{row.torch.median_us:.2f}" if row.torch else "-"
+        launches = f"{row.port.launches_per_call:g}/{row.reference.launches_per_call:g}"
+        lines.append(
+            f"| {row.config_id} | {row.port.median_us:.2f} | {row.reference.median_us:.2f} | "
+            f"{eager} | {row.ratio:.4f} | {launches} |"
+        )
+    return lines
+
+
+def _overhead_lines(run: GpuRunReport) -> list[str]:
+    lines: list[str] = []
+    for item in run.host_overhead:
+        lines += [
+            "",
+            f"Host wall-clock per call ({item.config_id}, {item.calls} calls): "
+            f"wrapper {_number(item.port_wrapper_us)} µs, "
+            f"bare cffi {_number(item.port_cffi_us)} µs, "
+            f"ct.launch {_number(item.reference_launch_us)} µs; graph replay: "
+            f"port {_number(item.port_graph_replay_us)} µs, "
+            f"reference {_number(item.reference_graph_replay_us)} µs.",
+        ]
+        lines += [f"- {note}" for note in item.notes]
+    return lines
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def run_bundle(root: Path, out: Path, perf_anyway: bool = False) -> RunOutcome:
+    started = time.monotonic()
+    bundle = load_bundle(root)
+    environment, context = probe_environment(bundle)
+    if context is None:
+        outcome = blocked_outcome(bundle.manifest, environment, started)
+    else:
+        outcome = gpu_outcome(context, perf_anyway, started)
+    write_outcome(outcome, out)
+    return outcome
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bundle", type=Path, help="the bundle directory")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where reports go (default BUNDLE/results)"
+    )
+    parser.add_argument(
+        "--perf-anyway",
+        action="store_true",
+        help="time the configurations that passed even if others failed (diagnosis only: "
+        "the perf verdict stays BLOCKED)",
+    )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    out = args.out or args.bundle / "results"
+    try:
+        outcome = run_bundle(args.bundle, out, args.perf_anyway)
+    except BundleError as exc:
+        print(f"gpu-run: bad bundle: {exc}", file=sys.stderr)
+        return EXIT_BAD_BUNDLE
+    print(summary_markdown(outcome))
+    print(f"\nreports written to {out}")
+    return outcome.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpu-run", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

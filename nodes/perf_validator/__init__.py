@@ -1,0 +1,1 @@
+"""Stage E, the perf validator: the measurement protocol (`measure`)."""

@@ -1,0 +1,131 @@
+"""The perf protocol on a GPU: CUPTI device time, L2 flushed before every
+repetition, warm-up past the JIT, the port and the reference interleaved (and
+torch eager as a third column when given), medians per configuration.
+
+Also the host side of a call: wall-clock per call of the port through the
+wrapper, through bare cffi with descriptors built once, and of `ct.launch`,
+each enqueued back to back, and per replay of a CUDA graph that captured one
+call. Host clocks never decide a verdict; they only show the launch cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.gpu import HostOverhead, TimingColumn
+from toolchain.cupti import KernelTimer, Summary, summarise
+
+L2_FLUSH_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class Contender:
+    label: str
+    call: Callable[[], None]
+
+
+def l2_flush_buffer(torch: Any, device: Any) -> Any:
+    """A buffer larger than the L2 cache; zeroing it evicts whatever a call left there."""
+    l2_bytes = int(torch.cuda.get_device_properties(device).L2_cache_size)
+    return torch.empty(
+        max(l2_bytes * L2_FLUSH_FACTOR, 64 << 20) // 4, dtype=torch.int32, device=device
+    )
+
+
+def measure_config(
+    torch: Any,
+    timer: KernelTimer,
+    config_id: str,
+    contenders: list[Contender],
+    flush: Any,
+    repetitions: int,
+    warmup: int,
+) -> None:
+    """Times every contender `repetitions` times under windows labelled
+    `<config_id>:<contender>`; the order rotates every repetition so that none
+    always runs first after the flush."""
+    for _ in range(warmup):
+        for contender in contenders:
+            contender.call()
+    torch.cuda.synchronize()
+    for repetition in range(repetitions):
+        shift = repetition % len(contenders)
+        for contender in contenders[shift:] + contenders[:shift]:
+            flush.zero_()
+            with timer.window(f"{config_id}:{contender.label}"):
+                contender.call()
+
+
+def config_summaries(
+    timer: KernelTimer, config_id: str, labels: list[str]
+) -> dict[str, Summary | None]:
+    """Per contender of one configuration: its device-time summary (after `stop`)."""
+    timings = timer.timings()
+    return {label: summarise(timings, f"{config_id}:{label}") for label in labels}
+
+
+def column(summary: Summary | None) -> TimingColumn | None:
+    if summary is None:
+        return None
+    return TimingColumn(
+        median_us=summary.median_us,
+        min_us=summary.min_us,
+        launches_per_call=summary.launches_per_call,
+        samples=summary.samples,
+    )
+
+
+def host_wall_clock_us(torch: Any, call: Callable[[], None], calls: int) -> float:
+    """Host time per call (µs), calls enqueued back to back, after one warm call."""
+    call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def graph_replay_us(torch: Any, call: Callable[[], None], calls: int) -> float:
+    """Capture one call into a CUDA graph; host time per replay (µs)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return host_wall_clock_us(torch, graph.replay, calls)
+
+
+def host_overhead(
+    torch: Any,
+    config_id: str,
+    calls: int,
+    port_wrapper: Callable[[], None],
+    port_cffi: Callable[[], None],
+    reference: Callable[[], None],
+) -> HostOverhead:
+    notes: list[str] = []
+    measured: dict[str, float | None] = {}
+    plans: list[tuple[str, Callable[[], float]]] = [
+        ("port_wrapper_us", lambda: host_wall_clock_us(torch, port_wrapper, calls)),
+        ("port_cffi_us", lambda: host_wall_clock_us(torch, port_cffi, calls)),
+        ("reference_launch_us", lambda: host_wall_clock_us(torch, reference, calls)),
+        ("port_graph_replay_us", lambda: graph_replay_us(torch, port_wrapper, calls)),
+        ("reference_graph_replay_us", lambda: graph_replay_us(torch, reference, calls)),
+    ]
+    for key, run in plans:
+        try:
+            measured[key] = run()
+        except Exception as exc:  # a capture the driver refuses is a finding, not a crash
+            measured[key] = None
+            notes.append(f"{key}: {type(exc).__name__}: {exc}")
+            torch.cuda.synchronize()
+    return HostOverhead(config_id=config_id, calls=calls, notes=notes, **measured)

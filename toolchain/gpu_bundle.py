@@ -1,0 +1,280 @@
+"""Builds a GPU job bundle: everything `tileport gpu-run` needs on a GPU host.
+
+    python -m toolchain.gpu_bundle build examples/kernels/softmax.port.yaml --out DIR
+
+The GPU host has python3, torch, cuda.tile, cupti-python, cffi and pydantic,
+but neither cargo nor this package. So the bundle carries the library built
+here (stripped), its generated cffi wrapper, the port spec with the reference
+kernel and its correctness reference, the runner with the exact modules of
+this repository it imports, and `run.py`:
+
+    bundle/
+      manifest.json          BundleManifest: what to run, sha256 of every file
+      run.py                 python3 run.py [--out DIR] [--perf-anyway]
+      lib/libtileport_kernels.so
+      py/tileport_kernels.py the wrapper
+      py/nodes/..., py/schemas/..., py/toolchain/...   the runner and its imports
+      spec/<op>.port.yaml, spec/<kernel>.py, spec/<reference module>.py
+
+The library is rebuilt first if a source is newer, and loaded here through the
+wrapper (no GPU needed) so a stale build never travels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from modulefinder import ModuleFinder
+from pathlib import Path
+
+from nodes.host_builder.binding import kernel_parameter_order
+from nodes.host_builder.library import (
+    WRAPPER_PATH,
+    ensure_built,
+    load_wrapper,
+    read_manifest,
+)
+from schemas.gpu import LIBRARY_FILE, WRAPPER_MODULE, BundleFile, BundleManifest
+from schemas.port_spec import PortSpec, load_port_spec, spec_relative
+from toolchain.env import KERNELS_RS, REPO_ROOT
+
+RUNNER_MODULE = REPO_ROOT / "nodes" / "correctness" / "runner.py"
+OWN_PACKAGES = ("app", "graph", "nodes", "schemas", "tileir", "toolchain")
+SIZE_LIMIT_BYTES = 60 << 20
+DEFAULT_SEEDS = (0, 1, 2)
+DEFAULT_REPETITIONS = 100
+DEFAULT_WARMUP = 10
+
+RUN_PY = '''#!/usr/bin/env python3
+"""Runs this GPU job bundle: python3 run.py [--out DIR] [--perf-anyway]."""
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "py"))
+
+from nodes.correctness.runner import main  # noqa: E402
+
+sys.exit(main([str(HERE), *sys.argv[1:]]))
+'''
+
+
+class BundleBuildError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class BuiltBundle:
+    root: Path
+    manifest: BundleManifest
+    total_bytes: int
+
+
+def runner_modules() -> list[Path]:
+    """The files of this repository the runner imports (its import closure, packages'
+    `__init__` included), found statically."""
+    finder = ModuleFinder(path=[str(REPO_ROOT)])
+    finder.run_script(str(RUNNER_MODULE))
+    files: set[Path] = {RUNNER_MODULE}
+    for name, module in finder.modules.items():
+        path = getattr(module, "__file__", None)
+        if name.split(".")[0] in OWN_PACKAGES and path:
+            files.add(Path(path).resolve())
+    return sorted(files)
+
+
+def _copy(source: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, destination)
+
+
+def _strip(library: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    strip = shutil.which("strip")
+    if strip is None:
+        shutil.copyfile(library, destination)
+        return
+    done = subprocess.run(
+        [strip, "--strip-unneeded", "-o", str(destination), str(library)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BundleBuildError(f"strip failed: {done.stderr.strip()}")
+
+
+def _reference_module(spec: PortSpec, spec_path: Path) -> Path:
+    module = spec.reference.function.split(":")[0]
+    path = spec_relative(spec_path, f"{module.replace('.', '/')}.py")
+    if not path.is_file():
+        raise BundleBuildError(f"the correctness reference module {path.name} is missing")
+    return path
+
+
+def _torch_equivalent(spec: PortSpec, spec_path: Path, choice: str | None) -> str | None:
+    if choice is None:
+        return None
+    function = spec.reference.function if choice == "reference" else choice
+    module = function.split(":")[0]
+    if not spec_relative(spec_path, f"{module.replace('.', '/')}.py").is_file():
+        raise BundleBuildError(f"the torch equivalent's module {module} is not beside the spec")
+    return function
+
+
+def _crate_versions() -> dict[str, str]:
+    lock = (KERNELS_RS / "Cargo.lock").read_text(encoding="utf-8")
+    versions: dict[str, str] = {}
+    for name, version in re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock):
+        if name.startswith("cutile") or name in ("cuda-async", "cuda-core", "tileport-kernels"):
+            versions[f"crate {name}"] = version
+    return versions
+
+
+def _built_on(fingerprint: int) -> dict[str, str]:
+    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True, check=False)
+    libc, libc_version = platform.libc_ver()
+    return {
+        "glibc": f"{libc} {libc_version}".strip(),
+        "python": platform.python_version(),
+        "rustc": rustc.stdout.strip() or "unknown",
+        "cdef fingerprint": hex(fingerprint),
+        **_crate_versions(),
+    }
+
+
+def _digest(root: Path, relative: str) -> BundleFile:
+    data = (root / relative).read_bytes()
+    return BundleFile(path=relative, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+
+
+def build_bundle(
+    spec_path: Path,
+    out: Path,
+    *,
+    run_id: str = "standalone",
+    attempt: int = 1,
+    seeds: tuple[int, ...] = DEFAULT_SEEDS,
+    repetitions: int = DEFAULT_REPETITIONS,
+    warmup: int = DEFAULT_WARMUP,
+    torch_equivalent: str | None = "reference",
+) -> BuiltBundle:
+    """Writes the bundle of the operator `spec_path` describes into `out` (emptied).
+    `torch_equivalent` is `module:function` beside the spec, "reference" for the
+    spec's correctness reference (plain PyTorch in this corpus), or None."""
+    spec = load_port_spec(spec_path)
+    library_manifest = read_manifest()
+    if spec.name not in {op.name for op in library_manifest.operators}:
+        raise BundleBuildError(
+            f"operator {spec.name!r} is not in the library: add it with "
+            f"`python -m nodes.host_builder add {spec_path}`"
+        )
+    library = ensure_built()
+    wrapper = load_wrapper(WRAPPER_PATH)
+    wrapper.Library(library)  # refuses a library built from another cdef
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    _strip(library, out / "lib" / LIBRARY_FILE)
+    _copy(WRAPPER_PATH, out / "py" / f"{WRAPPER_MODULE}.py")
+    for module in runner_modules():
+        _copy(module, out / "py" / module.relative_to(REPO_ROOT.resolve()))
+    source = spec_relative(spec_path, spec.source)
+    reference = _reference_module(spec, spec_path)
+    extra = (
+        []
+        if torch_equivalent in (None, "reference")
+        else [spec_relative(spec_path, f"{torch_equivalent.split(':')[0].replace('.', '/')}.py")]
+    )
+    for file in (spec_path, source, reference, *extra):
+        _copy(file, out / "spec" / file.name)
+    (out / "run.py").write_text(RUN_PY, encoding="utf-8")
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    manifest = BundleManifest(
+        operator=spec.name,
+        symbol=f"cutile_{spec.name}",
+        run_id=run_id,
+        attempt=attempt,
+        spec=f"spec/{spec_path.name}",
+        reference_source=f"spec/{source.name}",
+        kernel_parameters=kernel_parameter_order(spec, spec_path),
+        reference_module=f"spec/{reference.name}",
+        torch_equivalent=_torch_equivalent(spec, spec_path, torch_equivalent),
+        library=f"lib/{LIBRARY_FILE}",
+        wrapper=f"py/{WRAPPER_MODULE}.py",
+        files=[_digest(out, relative) for relative in files],
+        built_on=_built_on(int(wrapper.FINGERPRINT)),
+        seeds=list(seeds),
+        perf_repetitions=repetitions,
+        perf_warmup=warmup,
+    )
+    (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    if total > SIZE_LIMIT_BYTES:
+        raise BundleBuildError(f"the bundle is {total / 2**20:.1f} MiB, over the 60 MiB limit")
+    return BuiltBundle(root=out, manifest=manifest, total_bytes=total)
+
+
+def add_build_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="the operator's port spec")
+    parser.add_argument("--out", type=Path, required=True, help="the bundle directory (emptied)")
+    parser.add_argument("--run-id", default="standalone", help="the run the reports belong to")
+    parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS))
+    parser.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS)
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
+    parser.add_argument(
+        "--torch-equivalent",
+        default="reference",
+        help="module:function beside the spec timed as the torch column; 'reference' (the "
+        "default) uses the spec's correctness reference; 'none' leaves the column out",
+    )
+
+
+def build_from_args(args: argparse.Namespace) -> int:
+    try:
+        built = build_bundle(
+            args.spec.resolve(),
+            args.out,
+            run_id=args.run_id,
+            attempt=args.attempt,
+            seeds=tuple(args.seeds),
+            repetitions=args.repetitions,
+            warmup=args.warmup,
+            torch_equivalent=None if args.torch_equivalent == "none" else args.torch_equivalent,
+        )
+    except (BundleBuildError, ValueError, OSError) as exc:
+        print(f"gpu bundle: {exc}", file=sys.stderr)
+        return 1
+    print(
+        json.dumps(
+            {
+                "bundle": str(built.root),
+                "operator": built.manifest.operator,
+                "files": len(built.manifest.files),
+                "mib": round(built.total_bytes / 2**20, 2),
+            }
+        )
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m toolchain.gpu_bundle")
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="build a GPU job bundle")
+    add_build_arguments(build)
+    args = parser.parse_args(argv)
+    return build_from_args(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
