@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, joinedload, sessionmaker
 
 from app.errors import ApiError, unknown_conversion
 from app.intake import Submission
@@ -172,8 +172,16 @@ def new_conversion(
     )
 
 
-def get(session: Session, conversion_id: str) -> Conversion:
-    conversion = session.get(Conversion, conversion_id)
+def get(session: Session, conversion_id: str, with_reports: bool = False) -> Conversion:
+    """The conversion with its stages in one query (and their reports if asked)."""
+    stages = joinedload(Conversion.stages)
+    if with_reports:
+        stages = stages.undefer(StageExecution.validator_output)
+    conversion = (
+        session.scalars(select(Conversion).where(Conversion.id == conversion_id).options(stages))
+        .unique()
+        .first()
+    )
     if conversion is None:
         raise unknown_conversion(conversion_id)
     return conversion

@@ -56,6 +56,9 @@ class LibraryOperator(_Strict):
     spec: str = Field(description="Port spec, relative to the repository root.")
     kernel: str = Field(description="Kernel source, relative to the crate's src/.")
     rust_module_path: str = Field(description="e.g. crate::softmax::softmax_port")
+    entries: dict[str, str] | None = Field(
+        None, description="variant -> Rust entry, when the kernel writer named them."
+    )
     arrays: list[LibraryArray] = Field(min_length=1)
     scalars: list[LibraryScalar] = Field(default_factory=list)
 

@@ -486,6 +486,8 @@ class PortSpec(_Strict):
                 raise ValueError(f"reference.pass_constants names unknown constant {name!r}")
         for variant in self.variants:
             self._check_known(variant.constants, self.constants, f"variant {variant.name!r}")
+        for index, candidate in enumerate(self.autotune.space if self.autotune else []):
+            self._check_known(candidate.constants, self.constants, f"autotune.space[{index}]")
         for config in [*self.test_configs, *self.perf_configs]:
             where = f"configuration {config.name!r}"
             self._check_known(config.constants, self.constants, where)

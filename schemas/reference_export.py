@@ -123,7 +123,7 @@ class ExportRecord(_Strict):
     bytecode_version: str
     cuda_tile_version: str
     tileiras_version: str
-    import_s: float = Field(description="Importing the kernel module in the sandbox.")
+    import_s: float = Field(description="Importing cuda.tile and the kernel module.")
     process_s: float = Field(0.0, description="The sandboxed process, start to end.")
     variants: list[VariantExport]
 

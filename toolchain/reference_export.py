@@ -436,8 +436,11 @@ def _bench(directory: Path, repeat: int) -> int:
         except ReferenceExportError as exc:
             print(f"{spec}: {exc.error.one_line()}", file=sys.stderr)
             return 1
-    print(f"Reference export times in seconds, median of {repeat} run(s) per kernel, ")
-    print("summed over each kernel's variants.\n")
+    print(
+        f"Reference export times in seconds, median of {repeat} run(s) per kernel, summed "
+        "over each kernel's variants. process: the sandboxed export process from start to "
+        "end; wall: the whole call.\n"
+    )
     print(bench_table(rows))
     return 0
 

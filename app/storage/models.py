@@ -118,7 +118,8 @@ class StageExecution(Base):
     verdict_class: Mapped[str | None] = mapped_column(String(16))
     summary: Mapped[str] = mapped_column(Text, default="")
     report_path: Mapped[str | None] = mapped_column(String(500))
-    validator_output: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # Deferred: status polls never need the (possibly large) report body.
+    validator_output: Mapped[dict[str, Any]] = mapped_column(default=dict, deferred=True)
     started_at: Mapped[datetime] = mapped_column()
     finished_at: Mapped[datetime] = mapped_column()
     duration_s: Mapped[float] = mapped_column(Float)

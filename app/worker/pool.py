@@ -50,9 +50,9 @@ class WorkerPool:
         settings = self.settings
         while not self.stopping.is_set():
             try:
-                claim = queue.claim_next(
-                    self.sessions, owner, settings.lease_s, settings.max_attempts
-                )
+                for conversion_id in queue.settle_abandoned(self.sessions, settings.max_attempts):
+                    self.executor.finalize(conversion_id)
+                claim = queue.claim_next(self.sessions, owner, settings.lease_s)
                 if claim is None:
                     self.stopping.wait(settings.poll_s)
                     continue

@@ -81,37 +81,44 @@ def try_claim(
     return Claim(conversion_id, int(attempt or 1), owner)
 
 
-def settle_abandoned(sessions: sessionmaker[Session], max_attempts: int) -> None:
-    """Conversions whose worker died and that must not run again: those whose cancel
-    was requested, and those that used up their attempts."""
+def settle_abandoned(sessions: sessionmaker[Session], max_attempts: int) -> list[str]:
+    """End conversions whose worker died and that must not run again: those whose
+    cancel was requested, and those that used up their attempts. Returns their ids."""
     now = utcnow()
     abandoned = and_(
         Conversion.status == ConversionStatus.RUNNING, Conversion.lease_expires_at < now
     )
+    endings = (
+        (Conversion.cancel_requested.is_(True), ConversionStatus.CANCELLED, None),
+        (
+            Conversion.attempt >= max_attempts,
+            ConversionStatus.ERROR,
+            f"the worker was lost {max_attempts} times",
+        ),
+    )
+    settled: list[str] = []
     with transaction(sessions) as session:
-        session.execute(
-            update(Conversion)
-            .where(abandoned, Conversion.cancel_requested.is_(True))
-            .values(status=ConversionStatus.CANCELLED, finished_at=now, lease_owner=None)
-            .execution_options(synchronize_session=False)
-        )
-        session.execute(
-            update(Conversion)
-            .where(abandoned, Conversion.attempt >= max_attempts)
-            .values(
-                status=ConversionStatus.ERROR,
-                finished_at=now,
-                lease_owner=None,
-                error=f"the worker was lost {max_attempts} times",
-            )
-            .execution_options(synchronize_session=False)
-        )
+        for condition, status, error in endings:
+            ids = list(session.scalars(select(Conversion.id).where(abandoned, condition)))
+            for conversion_id in ids:
+                values: dict[str, object] = {"status": status, "finished_at": now}
+                values |= {"lease_owner": None, "lease_expires_at": None}
+                if error is not None:
+                    values["error"] = error
+                changed = changed_rows(
+                    session,
+                    update(Conversion)
+                    .where(Conversion.id == conversion_id, abandoned)
+                    .values(**values)
+                    .execution_options(synchronize_session=False),
+                )
+                if changed == 1:
+                    settled.append(conversion_id)
+                    record_event(session, f"conversion.{status.value}", error or "", conversion_id)
+    return settled
 
 
-def claim_next(
-    sessions: sessionmaker[Session], owner: str, lease_s: float, max_attempts: int
-) -> Claim | None:
-    settle_abandoned(sessions, max_attempts)
+def claim_next(sessions: sessionmaker[Session], owner: str, lease_s: float) -> Claim | None:
     now = utcnow()
     with sessions() as session:
         candidates = session.scalars(

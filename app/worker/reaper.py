@@ -10,9 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.context import Dispatcher
+from app.github.report import notifier
 from app.settings import Settings
 from app.storage.models import Conversion, utcnow
 from app.worker import queue
+from app.worker.executor import Executor
 from schemas.api import ConversionStatus
 
 log = logging.getLogger("tileport.reaper")
@@ -31,7 +33,9 @@ def expired_leases(sessions: sessionmaker[Session]) -> list[str]:
 
 
 def reap_once(settings: Settings, sessions: sessionmaker[Session], dispatcher: Dispatcher) -> int:
-    queue.settle_abandoned(sessions, settings.max_attempts)
+    executor = Executor(settings, sessions, notifier(settings, sessions))
+    for conversion_id in queue.settle_abandoned(sessions, settings.max_attempts):
+        executor.finalize(conversion_id)
     lost = expired_leases(sessions)
     for conversion_id in lost:
         dispatcher.dispatch(conversion_id)

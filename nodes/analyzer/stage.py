@@ -17,7 +17,7 @@ its reference backend cannot be used on this machine.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -53,7 +53,6 @@ from tileir.mlir import iter_ops, parse_module
 from toolchain.doctor import check_triton_tileir
 from toolchain.reference_export import ReferenceExportError, export_reference, specialisations
 
-Exporter = Callable[[Path, str, Sequence[Specialisation], Path, PortSpec], ExportRecord]
 Timer = Callable[[Path, KernelAnalysis, Path, bool], BaselineOutcome]
 
 # Export errors that a change to the spec fixes, and the spec field to change.
@@ -105,7 +104,6 @@ def run(state: PipelineState) -> StageResult:
 def analyse(
     state: PipelineState,
     *,
-    exporter: Exporter | None = None,
     timer: Timer | None = None,
 ) -> AnalysisReport:
     """The analyzer's report for this run (also logged to logs/analyzer.<n>.log)."""
@@ -118,7 +116,6 @@ def analyse(
             layout,
             findings,
             no_gpu=state.options.no_gpu,
-            exporter=exporter or _export,
             timer=timer or _time,
         )
     except AnalysisStop as stop:
@@ -152,12 +149,6 @@ def _write_log(layout: RunLayout, attempt: int, report: AnalysisReport) -> None:
     write_text_atomic(layout.stage_log(Stage.ANALYZER, attempt), "\n".join(lines) + "\n")
 
 
-def _export(
-    source: Path, kernel: str, specs: Sequence[Specialisation], out: Path, spec: PortSpec
-) -> ExportRecord:
-    return export_reference(source, kernel, specs, out, entry_symbol=spec.entry_symbol)
-
-
 def _time(
     spec_path: Path, analysis: KernelAnalysis, run_dir: Path, no_gpu: bool
 ) -> BaselineOutcome:
@@ -173,7 +164,6 @@ def _analyse(
     findings: Findings,
     *,
     no_gpu: bool,
-    exporter: Exporter,
     timer: Timer,
 ) -> KernelAnalysis:
     spec = _load_spec(spec_path)
@@ -185,7 +175,7 @@ def _analyse(
     _require_structural_variants(spec, source, resolved, findings)
     _note_generic_constants(spec, resolved, findings)
     specs = specialisations(spec)
-    record = _export_reference(exporter, source_path, spec, specs, layout)
+    record = _export_reference(source_path, spec, specs, layout)
     ir_texts = {
         variant.name: layout.reference_ir(variant.name).read_text() for variant in spec.variants
     }
@@ -282,7 +272,7 @@ def _require_structural_variants(
     for branch in source.branches:
         sides = _sides_per_variant(branch, spec, resolved, outcomes)
         described = branch.describe(source.path.name)
-        if not any(side is not None for taken in sides.values() for side in taken):
+        if not any(side is not None for taken in sides.values() for side in taken.values()):
             findings.add(f"constant branch {described}: undetermined for every configuration")
             continue
         findings.add(f"constant branch {described}: " + _sides_text(sides))
@@ -337,14 +327,15 @@ def _note_generic_constants(
 
 
 def _export_reference(
-    exporter: Exporter,
     source_path: Path,
     spec: PortSpec,
     specs: list[Specialisation],
     layout: RunLayout,
 ) -> ExportRecord:
     try:
-        return exporter(source_path, spec.kernel, specs, layout.reference_dir, spec)
+        return export_reference(
+            source_path, spec.kernel, specs, layout.reference_dir, entry_symbol=spec.entry_symbol
+        )
     except ReferenceExportError as exc:
         raise _export_stop(exc.error, spec) from None
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.port_spec import FLOAT_DTYPES, PortSpec, ResolvedArray, ResolvedConfig
+from schemas.port_spec import PortSpec, ResolvedArray, ResolvedConfig
 from schemas.spec_expr import evaluate
 
 TINY = 1e-30
@@ -154,16 +154,16 @@ def compare(torch: Any, name: str, out: Any, expected: Any, atol: float, rtol: f
     got = out.detach().to(torch.float64)
     want = expected.detach().to(torch.float64).expand_as(got)
     finite_want = torch.isfinite(want)
-    nonfinite = bool((~torch.isfinite(got) & finite_want).any())
-    error = (got - want).abs()
-    error = torch.where(finite_want, error, torch.zeros_like(error))
+    finite_both = finite_want & torch.isfinite(got)
+    nonfinite = bool((finite_want & ~finite_both).any())
+    error = torch.where(finite_both, (got - want).abs(), torch.zeros_like(got))
     allowed = atol + rtol * want.abs()
     within = bool((error <= allowed).all()) and not nonfinite
     max_abs = float(error.max()) if error.numel() else 0.0
     max_rel = float((error / want.abs().clamp_min(TINY)).max()) if error.numel() else 0.0
     message = f"{name}: max abs {max_abs:.3e}, max rel {max_rel:.3e}"
     if nonfinite:
-        count = int((~torch.isfinite(got) & finite_want).sum())
+        count = int((finite_want & ~finite_both).sum())
         message += f", {count} non-finite element(s) (unwritten or overflowed)"
     return Comparison(within, max_abs, max_rel, nonfinite, message)
 
@@ -178,7 +178,3 @@ def expected_outputs(result: Any, outputs: list[str]) -> dict[str, Any]:
     if len(outputs) != 1:
         raise ValueError(f"the reference returned one tensor for outputs {outputs}")
     return {outputs[0]: result}
-
-
-def is_float_dtype(name: str) -> bool:
-    return name in FLOAT_DTYPES

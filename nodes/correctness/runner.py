@@ -241,6 +241,17 @@ def probe_environment(bundle: Bundle) -> tuple[GpuEnvironment, GpuContext | None
     if not gpu_ready:
         return environment, None
     assert torch is not None
+    try:
+        return _gpu_context(bundle, found, environment)
+    except Exception as exc:  # the job cannot be set up here: still an environment fact
+        missing.append(f"the job could not be prepared: {type(exc).__name__}: {exc}")
+        return GpuEnvironment(versions=environment.versions, missing=missing), None
+
+
+def _gpu_context(
+    bundle: Bundle, found: dict[str, Any], environment: GpuEnvironment
+) -> tuple[GpuEnvironment, GpuContext]:
+    torch = found["torch"]
     device = torch.device("cuda", torch.cuda.current_device())
     properties = torch.cuda.get_device_properties(device)
     driver, clocks = _nvidia_smi()
@@ -433,8 +444,34 @@ def run_correctness(ctx: GpuContext) -> list[CaseResult]:
     for config, purpose in ctx.spec.all_configs():
         resolved = ctx.spec.resolve(config, purpose)
         for seed in seeds if purpose == "test" else seeds[:1]:
-            results.append(run_case(ctx, resolved, seed))
+            try:
+                results.append(run_case(ctx, resolved, seed))
+            except Exception as exc:  # one broken case must not lose the others
+                results.append(_broken_case(ctx, resolved, seed, exc))
     return results
+
+
+def _broken_case(
+    ctx: GpuContext, resolved: ResolvedConfig, seed: int, exc: Exception
+) -> CaseResult:
+    tolerance = ctx.spec.tolerances[resolved.dtype]
+    case = CorrectnessCase(
+        config_id=resolved.name,
+        dtype=resolved.dtype,
+        seed=seed,
+        shapes={name: list(a.shape) for name, a in resolved.arrays.items()},
+        passed=False,
+        atol=tolerance.atol,
+        rtol=tolerance.rtol,
+        message=f"the case could not run: {type(exc).__name__}: {exc}",
+    )
+    detail = CaseDetail(
+        config_id=resolved.name,
+        seed=seed,
+        ragged=is_ragged(resolved),
+        poisoned_outputs=sorted(n for n, a in resolved.arrays.items() if a.role == "out"),
+    )
+    return CaseResult(case, detail)
 
 
 # --- ABI probes that need a GPU ------------------------------------------------------------

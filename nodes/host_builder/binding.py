@@ -202,7 +202,17 @@ def _array_binding(name: str, param: ArrayParam, bound: set[str]) -> ArrayBindin
     )
 
 
-def _entry_for(module: RustKernelModule, spec: PortSpec, variant: str, multi: bool) -> RustEntry:
+def _entry_for(
+    module: RustKernelModule,
+    spec: PortSpec,
+    variant: str,
+    multi: bool,
+    entries: dict[str, str] | None,
+) -> RustEntry:
+    if entries is not None:
+        if variant not in entries:
+            raise BindingError(f"the kernel writer named no entry for variant {variant!r}")
+        return module.entry(entries[variant])
     candidates = [f"{spec.kernel}_{variant}", spec.kernel] if multi else [spec.kernel]
     for name in candidates:
         if any(entry.name == name for entry in module.entries):
@@ -378,8 +388,11 @@ def bind_operator(
     spec_path: Path,
     kernel: RustKernelModule,
     rust_module_path: str,
+    entries: dict[str, str] | None = None,
 ) -> OperatorBinding:
-    """Decide how `cutile_<op>` launches the port; raises BindingError with the reason."""
+    """Decide how `cutile_<op>` launches the port; raises BindingError with the reason.
+    `entries` maps each variant to its Rust entry when the kernel writer said so;
+    otherwise the entry is `<kernel>_<variant>` or `<kernel>`."""
     _check_config_constants(spec)
     order = kernel_parameter_order(spec, spec_path)
     bound: set[str] = set()
@@ -395,7 +408,7 @@ def bind_operator(
     variants: list[VariantBinding] = []
     for index, variant in enumerate(spec.variants):
         try:
-            entry = _entry_for(kernel, spec, variant.name, multi)
+            entry = _entry_for(kernel, spec, variant.name, multi, entries)
         except RustSourceError as exc:
             raise BindingError(str(exc)) from None
         sources = _param_sources(spec, order, entry)
@@ -500,6 +513,8 @@ def plan_for(binding: OperatorBinding, resolved: ResolvedConfig) -> LaunchPlan:
     env["dtype"] = resolved.dtype
     env["num_sms"] = DEFAULT_NUM_SMS
     grid = tuple(evaluate_int(g, env) for g in variant.grid)
+    if 0 in grid:
+        grid = (0, 0, 0)  # nothing to launch; the library reports it so too
     values = [_generic_value(r, resolved.constants, resolved.arrays) for r in variant.generics]
     return LaunchPlan(
         variant=variant.index,

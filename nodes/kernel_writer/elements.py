@@ -197,10 +197,14 @@ def infer_elements(
         inference.collect(op)
     find = inference.sets.find
     classes: dict[int, _Class] = {}
-    for value, sign in param_signs.items():
-        classes.setdefault(find(value), _Class()).sign = sign
     for op in ops:
         _pin_op(op, resolved, classes, find)
+    # An argument's dtype only names its bits (the C ABI passes them as they
+    # are), so it decides the sign only where no op does.
+    for value, sign in param_signs.items():
+        cls = classes.setdefault(find(value), _Class())
+        if cls.sign is None:
+            cls.sign = sign
     for value in generic_values:
         classes.setdefault(find(value), _Class()).generic = True
     out = ElementTypes()

@@ -186,7 +186,6 @@ class Lifter:
         self.positions: dict[int, int] = {}
         self.last_use: dict[int, int] = {}
         self.statement_names: dict[int, str] = {}
-        self.skipped: set[int] = set()
         self.token_name: str | None = None
         self.elements = ElementTypes()
         self.generic_element = any(p.generic for p in params)
@@ -200,6 +199,7 @@ class Lifter:
                 raise Blocked(op.name, self.where(op), "no cutile-rs construct is mapped for it")
         signature, preamble, signs, generic_values = self.bind_params()
         self.elements = infer_elements(self.entry, self.resolved, signs, generic_values)
+        signature, preamble = self.typed_params(signature, preamble)
         self.name_statements(self.entry.body)
         scope = _Scope(lines=[], depth=1, in_loop=False)
         for line in preamble:
@@ -215,6 +215,25 @@ class Lifter:
             entry_hints=self.entry_hints(),
             uses_element_generic=self.generic_element,
         )
+
+    def typed_params(self, signature: list[str], preamble: list[str]) -> tuple[list[str], list[str]]:
+        """Put the inferred Rust element type (its sign) into `{value}` holes."""
+        out = []
+        for value in self.resolved.entry_args:
+            element = self.elements.rust.get(value)
+            binding = self.bindings.get(value)
+            if element is None or binding is None:
+                continue
+            if binding.form == "scalar":
+                binding.rust_type = element
+            else:
+                binding.rust_type = f"PointerTile<*mut {element}, {{ [] }}>"
+        for line in signature:
+            name, _, hole = line.partition(": ")
+            if hole.startswith("{") and hole.endswith("}"):
+                hole = self.elements.rust.get(int(hole[1:-1]), hole)
+            out.append(f"{name}: {hole}")
+        return out, preamble
 
     def entry_hints(self) -> str | None:
         text = self.entry.attributes.get("optimization_hints", "")
@@ -246,7 +265,7 @@ class Lifter:
                 value = args[index]
                 name = self.names.fresh(param.name)
                 element = _dtype_element(param.dtype)
-                signature.append(f"{name}: {element}")
+                signature.append(f"{name}: {{{value}}}")
                 self.bindings[value] = Binding(name, "scalar", element)
                 signs[value] = "unsigned" if element.startswith("u") else "signed"
                 index += 1
@@ -419,8 +438,6 @@ class Lifter:
     def emit_region(self, region: Region, scope: _Scope) -> None:
         for block in region.blocks:
             for op in block.ops:
-                if id(op) in self.skipped:
-                    continue
                 self.comment_source(op, scope)
                 self.emit_op(op, scope)
 
@@ -478,9 +495,12 @@ class Lifter:
         literal = constant_literal(op.attributes.get("value", ""), element, self.where(op), op)
         position = self.positions[id(op)]
         self.constant_lines[len(scope.lines)] = position
-        if position in self.scalar_constants and info.rank == 0 and literal.scalar is not None:
-            # A constant generic: `constant(..)` takes literals only.
-            self.let(scope, op, value, "scalar", element, literal.scalar)
+        if position in self.scalar_constants and info.rank == 0 and element == "i32":
+            # A constant generic: `constant(..)` takes literals only, and a bare
+            # generic would reuse the value cutile-rs puts at the entry's top.
+            self.module_items.add("generic_value")
+            number = literal.dense.removesuffix("i32")
+            self.let(scope, op, value, "scalar", element, f"generic_value::<{number}>()")
             return
         # Rank 0 too goes through `constant(..)`: a Rust literal would carry an
         # exact value that cutile-rs folds and turns into extra assumes.
@@ -874,8 +894,6 @@ class Lifter:
     def op_reshape(self, op: Op, scope: _Scope) -> None:
         operand = self.resolved.operand_ids(op)[0]
         value = self.resolved.result_ids(op)[0]
-        if self.absorbed_into_padding(op):
-            return
         expr = f"{self.use(operand, 'tile')}.reshape({shape_macro(self.dims(value))})"
         form: Form = "ptr" if self.tile(value).pointer else "tile"
         self.let(scope, op, value, form, self.tile_type(value), expr)
@@ -883,8 +901,6 @@ class Lifter:
     def op_broadcast(self, op: Op, scope: _Scope) -> None:
         operand = self.resolved.operand_ids(op)[0]
         value = self.resolved.result_ids(op)[0]
-        if id(op) in self.skipped:
-            return
         expr = f"{self.use(operand, 'tile')}.broadcast({shape_macro(self.dims(value))})"
         form: Form = "ptr" if self.tile(value).pointer else "tile"
         self.let(scope, op, value, form, self.tile_type(value), expr)
@@ -975,26 +991,6 @@ class Lifter:
         expr = f"int_to_ptr({self.use(operand, 'tile')})"
         self.let(scope, op, value, "ptr", self.tile_type(value), expr)
 
-    def absorbed_into_padding(self, op: Op) -> bool:
-        """A scalar padding value reaches load_ptr_tko as reshape + broadcast,
-        which cutile-rs emits itself inside the load."""
-        return id(op) in self.skipped
-
-    def padding_source(self, op: Op, padding: int, loads_position: int) -> int | None:
-        """The scalar behind `broadcast(reshape(scalar))` used as a load's padding,
-        marking the two shape ops as emitted by the load."""
-        broadcast = self.resolved.producer(padding)
-        if broadcast is None or broadcast.name != "broadcast":
-            return None
-        reshaped = self.resolved.operand_ids(broadcast)[0]
-        reshape = self.resolved.producer(reshaped)
-        if reshape is None or reshape.name != "reshape":
-            return None
-        scalar = self.resolved.operand_ids(reshape)[0]
-        if self.resolved.use_count[padding] != 1 or self.resolved.use_count[reshaped] != 1:
-            return None
-        return scalar
-
     def op_load_ptr_tko(self, op: Op, scope: _Scope) -> None:
         operands = self.resolved.operand_ids(op)
         tile_value, token_value = self.resolved.result_ids(op)
@@ -1015,13 +1011,13 @@ class Lifter:
             "None::<scope::TileBlock>" if ordering == ORDERING["weak"] else (f"Some({mem_scope})")
         )
         padding_arg = "None"
+        function = "load_ptr_tko"
         if padding is not None:
-            scalar = self.padding_source(op, padding, self.positions[id(op)])
-            if scalar is None:
-                raise Blocked(
-                    op.name, self.where(op), "a padding tile that is not a broadcast scalar"
-                )
-            padding_arg = f"Some({self.use(scalar, 'scalar')})"
+            # cutile-rs's load_ptr_tko takes a scalar padding and broadcasts it
+            # itself; the module declares the op with the tile the reference has.
+            function = f"load_ptr_padded_r{self.tile(tile_value).rank}"
+            self.module_items.add(function)
+            padding_arg = f"Some({self.use(padding, 'tile')})"
         mask_arg = f"Some({self.use(mask, 'tile')})" if mask is not None else "None"
         token_arg = f"Some({self.use(token)})" if token is not None else "None"
         tile_type = self.tile_type(tile_value)
@@ -1032,7 +1028,7 @@ class Lifter:
         latency = _latency(op)
         self.emit(
             scope,
-            f"let ({name}, {token_name}): ({tile_type}, Token) = load_ptr_tko(\n"
+            f"let ({name}, {token_name}): ({tile_type}, Token) = {function}(\n"
             f"{INDENT}{self.use(pointers)},\n{INDENT}{ordering},\n{INDENT}{scope_arg},\n"
             f"{INDENT}{mask_arg},\n{INDENT}{padding_arg},\n{INDENT}{token_arg},\n"
             f"{INDENT}Latency::<{latency}>,\n);",

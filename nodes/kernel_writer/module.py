@@ -93,6 +93,33 @@ def _trunci_plain(rank: int) -> list[str]:
     ]
 
 
+def _load_ptr_padded(rank: int) -> list[str]:
+    return [
+        "/// `load_ptr_tko` with a padding tile, as the reference passes it:",
+        "/// cutile-rs's own takes a scalar and broadcasts it inside the load.",
+        '#[cuda_tile::op(name = "cuda_tile.load_ptr_tko", since = "V13_2", params = ["source"])]',
+        "#[allow(clippy::too_many_arguments)]",
+        f"unsafe fn load_ptr_padded_r{rank}<",
+        f"{INDENT}E: ElementType,",
+        f"{INDENT}P: PointerTo<E>,",
+        f"{INDENT}const S: [i32; {rank}],",
+        f"{INDENT}O: ordering::LoadMode,",
+        f"{INDENT}Sc: scope::Mode,",
+        f"{INDENT}const CYCLES: i32,",
+        ">(",
+        f"{INDENT}_source: PointerTile<P, S>,",
+        f"{INDENT}_memory_ordering: O,",
+        f"{INDENT}_memory_scope: Option<Sc>,",
+        f"{INDENT}_mask: Option<Tile<bool, S>>,",
+        f"{INDENT}_padding_value: Option<Tile<E, S>>,",
+        f"{INDENT}_token: Option<Token>,",
+        f"{INDENT}_latency: Latency<CYCLES>,",
+        ") -> (Tile<E, S>, Token) {",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
 def module_item(name: str) -> list[str]:
     """The module-level declaration a lifted body relies on."""
     if name == "tile_block_id":
@@ -101,8 +128,18 @@ def module_item(name: str) -> list[str]:
         return _grid_op(name, "get_num_tile_blocks", "The grid's size")
     if name.startswith("trunci_plain_r"):
         return _trunci_plain(int(name.removeprefix("trunci_plain_r")))
+    if name.startswith("load_ptr_padded_r"):
+        return _load_ptr_padded(int(name.removeprefix("load_ptr_padded_r")))
     if name == "divisible":
         return FACT_HELPER_LINES
+    if name == "generic_value":
+        return [
+            "/// A const generic's value as a constant at the call site (a bare `V`",
+            "/// reuses the one cutile-rs materialises at the top of the entry).",
+            "fn generic_value<const V: i32>() -> i32 {",
+            f"{INDENT}V",
+            "}",
+        ]
     raise KeyError(name)
 
 

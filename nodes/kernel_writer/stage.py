@@ -223,9 +223,16 @@ def _export(
     )
 
 
-def _lift_file(path: Path, plan: _VariantPlan, kernel: str, names: SourceNames) -> LiftedKernel:
+def _lift_file(
+    path: Path,
+    plan: _VariantPlan,
+    kernel: str,
+    names: SourceNames,
+    scalar_constants: frozenset[int] = frozenset(),
+) -> LiftedKernel:
     module = parse_module(path.read_text())
-    return Lifter(module.entries[0], plan.layouts, kernel, names, plan.facts).lift()
+    lifter = Lifter(module.entries[0], plan.layouts, kernel, names, plan.facts, scalar_constants)
+    return lifter.lift()
 
 
 def _int_constants(specialisation: Specialisation) -> dict[str, int]:

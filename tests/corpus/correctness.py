@@ -76,11 +76,20 @@ def _torch_dtype(name: str) -> Any:
     return getattr(_torch(), "bool" if name == "bool" else name)
 
 
+def _bound(value: int | float | str | None, env: dict[str, Any]) -> float:
+    """An init bound: a number or an expression; 0 when not given."""
+    if value is None:
+        return 0
+    result = evaluate(value, env) if isinstance(value, str) else value
+    if isinstance(result, str):
+        raise ValueError(f"init bound {value!r} is not a number")
+    return result
+
+
 def _init_values(init: ArrayInit, shape: list[int], dtype: str, env: dict[str, Any]) -> Any:
     torch = _torch()
     dt = _torch_dtype(dtype)
-    low = evaluate(init.low, env) if isinstance(init.low, str) else init.low
-    high = evaluate(init.high, env) if isinstance(init.high, str) else init.high
+    low, high = _bound(init.low, env), _bound(init.high, env)
     if init.kind == "randn":
         values = torch.randn(shape, device="cuda").to(dt)
     elif init.kind == "uniform":
@@ -158,7 +167,7 @@ def _scalar_forms(value: int | float, dtype: str) -> list[tuple[str, Any]]:
     torch = _torch()
     forms: list[tuple[str, Any]] = [("python", value)]
     try:
-        import numpy as np
+        import numpy as np  # type: ignore[import-not-found]  # GPU hosts only
 
         forms.append(("numpy", getattr(np, dtype)(value)))
     except (ImportError, AttributeError):
@@ -232,7 +241,7 @@ def run_config(
     outputs = [n for n, p in spec.arrays.items() if p.role != "in"]
     if not isinstance(expected, dict):
         expected = {outputs[0]: expected}
-    tol = spec.tolerances[resolved.dtype]  # type: ignore[index]
+    tol = spec.tolerances[resolved.dtype]
     for name in outputs:
         bad, worst = _compare(args[name], expected[name], tol.atol, tol.rtol)
         result.mismatches += bad

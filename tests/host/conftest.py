@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from nodes.host_builder.library import ensure_built, load_wrapper
+from nodes.host_builder.binding import OperatorBinding
+from nodes.host_builder.library import binding_of, ensure_built, load_wrapper, read_manifest
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +27,10 @@ def wrapper() -> ModuleType:
 @pytest.fixture(scope="session")
 def library(wrapper: ModuleType, library_file: Path) -> Any:
     return wrapper.Library(library_file)
+
+
+@pytest.fixture(scope="session")
+def softmax_binding() -> OperatorBinding:
+    """The softmax port the library holds now: the hand port, or the kernel writer's
+    port once the pipeline has run; expectations that depend on it come from here."""
+    return binding_of(read_manifest().operator("softmax"))

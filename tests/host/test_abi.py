@@ -15,6 +15,8 @@ import pytest
 
 from nodes.host_builder import abi
 from nodes.host_builder.abi import DType, Status
+from nodes.host_builder.binding import OperatorBinding, plan_for
+from schemas.port_spec import load_port_spec
 
 ROWS, COLS = 37, 1000
 GOOD_X = 0x7F00_0000_0000
@@ -85,12 +87,15 @@ def test_codes_are_distinct_and_declared_in_the_cdef(wrapper: ModuleType) -> Non
         assert f"TILEPORT_{status.name} = {status.value}" in wrapper.CDEF
 
 
-def test_a_valid_call_plans_without_cuda(library: Any) -> None:
+def test_a_valid_call_plans_without_cuda(library: Any, softmax_binding: OperatorBinding) -> None:
     plan = library.ffi.new("tileport_plan_t *")
     x, y = _tensor(library), _tensor(library, data=GOOD_Y)
     assert library.lib.cutile_softmax_plan(x, y, 132, plan) == Status.OK
     assert list(plan.grid) == [ROWS, 1, 1]
-    assert list(plan.generics)[: plan.num_generics] == [1024, 1]  # N = 1000: no fact
+    spec = load_port_spec(softmax_binding.spec_path)
+    ragged = spec.resolve(next(c for c in spec.test_configs if c.name == "ragged_f32"), "test")
+    expected = plan_for(softmax_binding, ragged).generics
+    assert tuple(plan.generics)[: plan.num_generics] == expected
 
 
 NULL = object()
@@ -101,11 +106,11 @@ ERROR_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Status, str]] = [
     ("dtype code 0", {"dtype": 0}, {}, Status.UNKNOWN_DTYPE, "dtype code 0"),
     ("dtype code 99", {}, {"dtype": 99}, Status.UNKNOWN_DTYPE, "dtype code 99"),
     (
-        "float16 port missing",
-        {"dtype": DType.FLOAT16},
-        {"dtype": DType.FLOAT16},
+        "float64 not in the spec",
+        {"dtype": DType.FLOAT64},
+        {"dtype": DType.FLOAT64},
         Status.UNSUPPORTED_DTYPE,
-        "float16",
+        "float64",
     ),
     ("mixed dtypes", {}, {"dtype": DType.FLOAT64}, Status.UNSUPPORTED_DTYPE, "float64"),
     (
@@ -126,13 +131,6 @@ ERROR_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Status, str]] = [
     ("negative stride", {}, {"strides": (-COLS, 1)}, Status.BAD_STRIDE, "strides[0]"),
     ("stride above i32", {"strides": (2**31, 1)}, {}, Status.BAD_STRIDE, "i32::MAX"),
     ("misaligned base", {"data": GOOD_X + 4}, {}, Status.MISALIGNED, "16-byte"),
-    (
-        "row stride not a multiple of 4",
-        {"strides": (1001, 1)},
-        {},
-        Status.MISALIGNED,
-        "divisible by 4",
-    ),
 ]
 
 
@@ -154,6 +152,25 @@ def test_error_paths_return_their_status(
     assert message in library.last_error()
     # The plan runs the same checks, and never any CUDA call.
     assert _plan(library, x, y) == expected
+
+
+def test_every_literal_precondition_is_enforced(
+    library: Any, softmax_binding: OperatorBinding
+) -> None:
+    """Each divisibility the port's kernel states as a literal refuses an argument that
+    breaks it (MISALIGNED), before any CUDA call."""
+    for pre in softmax_binding.variants[0].preconditions:
+        args: dict[str, Any] = {}
+        if pre.kind == "address":
+            args["data"] = GOOD_X + 4
+        elif pre.kind == "stride" and pre.dim == 0:
+            args["strides"] = (COLS + 1, 1)
+        else:
+            continue
+        plain = _tensor(library, data=GOOD_Y)
+        broken = _tensor(library, **{"data": GOOD_X, **args})
+        pair = (broken, plain) if pre.array == "x" else (plain, broken)
+        assert _plan(library, *pair) == Status.MISALIGNED, pre
 
 
 def test_host_pointer_is_a_device_error(library: Any) -> None:

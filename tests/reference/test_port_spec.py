@@ -162,6 +162,10 @@ def test_strict_types_refuse_coercion() -> None:
         (lambda d: d["variants"][0].update(hints={"num_ctas": 3}), "power of two"),
         (lambda d: d["arrays"]["x"].update(init={"kind": "randint", "low": 0}), "low and high"),
         (lambda d: d.update(grid=["M - 100"]), "below 1"),
+        (
+            lambda d: d.update(autotune={"key": ["N"], "space": [{"constants": {"TILE": 8}}]}),
+            "autotune.space[0] binds undeclared name(s) ['TILE']",
+        ),
     ],
 )
 def test_inconsistent_specs_fail(mutate: Any, message: str | None) -> None:

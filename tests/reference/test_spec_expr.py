@@ -27,7 +27,7 @@ from schemas.spec_expr import ExprError, evaluate, evaluate_int, names_in, parse
     ],
 )
 def test_evaluates(text: str, expected: object) -> None:
-    env = {"M": 2000, "N": 3000, "num_sms": 132, "dtype": "float16"}
+    env: dict[str, int | str] = {"M": 2000, "N": 3000, "num_sms": 132, "dtype": "float16"}
     assert evaluate(text, env) == expected
 
 

@@ -8,10 +8,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from kombu import Connection
+from kombu.connection import Connection
 from service_support import (
     AUTH,
     conversion_status,
@@ -36,9 +37,13 @@ BROKERS = {
 TEST_QUEUES = (CPU_QUEUE, gpu_queue("sm_90"), gpu_queue("sm_100"))
 
 
+def connect(url: str, **options: Any) -> Any:
+    return Connection(url, **options)  # type: ignore[no-untyped-call]
+
+
 def reachable(url: str) -> bool:
     try:
-        with Connection(url, connect_timeout=3) as connection:
+        with connect(url, connect_timeout=3) as connection:
             connection.ensure_connection(max_retries=1)
             return True
     except Exception:
@@ -46,7 +51,7 @@ def reachable(url: str) -> bool:
 
 
 def queue_length(url: str, name: str) -> int:
-    with Connection(url) as connection, connection.channel() as channel:
+    with connect(url) as connection, connection.channel() as channel:
         try:
             return int(channel.queue_declare(queue=name, passive=True).message_count)
         except Exception:
@@ -54,7 +59,7 @@ def queue_length(url: str, name: str) -> int:
 
 
 def purge(url: str) -> None:
-    with Connection(url) as connection:
+    with connect(url) as connection:
         for name in TEST_QUEUES:
             try:
                 connection.SimpleQueue(name).clear()

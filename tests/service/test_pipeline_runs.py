@@ -5,6 +5,9 @@ the end. Skipped, with the reason, where the pipeline is not complete."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import signal
 import subprocess
 import sys
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from github_fake import FakeGitHub, Repo
 from service_support import (
     AUTH,
     conversion_status,
@@ -27,6 +31,7 @@ from sqlalchemy import select
 
 from app.context import ServiceContext
 from app.conversions import run_dir
+from app.github.report import notifier
 from app.storage.models import Artifact, Event, StageExecution
 from app.worker.checkpoints import open_checkpointer
 from app.worker.pool import WorkerPool
@@ -183,3 +188,54 @@ def test_cancel_reaches_a_running_job(
     assert len(stage_rows(context, cid)) == stages_then, "the job kept running"
     assert "conversion.cancelled" in event_kinds(context, cid)
     assert (run_dir(context.settings, cid) / "service" / "worker-1.log").is_file()
+
+
+def test_a_pr_comment_runs_a_port_and_reports_back(
+    client: TestClient, context: ServiceContext, corpus: Path
+) -> None:
+    fake = FakeGitHub("gh-token").start()
+    try:
+        files = {f"examples/kernels/{path.name}": path.read_bytes() for path in corpus.iterdir()}
+        fake.repos["acme/kernels"] = Repo("b" * 40, files)
+        context.settings.github_api_url = fake.base_url
+        context.settings.github_token = "gh-token"
+        payload = {
+            "action": "created",
+            "issue": {"number": 3, "pull_request": {}},
+            "comment": {
+                "body": f"/tileport port {OPERATOR}",
+                "author_association": "MEMBER",
+                "user": {"login": "ada"},
+            },
+            "repository": {"full_name": "acme/kernels"},
+        }
+        body = json.dumps(payload).encode()
+        signature = hmac.new(b"webhook-secret", body, hashlib.sha256).hexdigest()
+        response = client.post(
+            "/v1/webhooks/github",
+            content=body,
+            headers={
+                "X-GitHub-Event": "issue_comment",
+                "X-GitHub-Delivery": "e2e-1",
+                "X-Hub-Signature-256": f"sha256={signature}",
+            },
+        )
+        assert response.status_code == 202, response.text
+        [cid] = response.json()["conversions"]
+        workers = WorkerPool(
+            context.settings, context.sessions, 1, notifier(context.settings, context.sessions)
+        )
+        workers.start()
+        try:
+            assert wait_terminal(client, cid) == "finished"
+            wait_for(
+                lambda: len(fake.calls_to("POST", r".*/issues/3/comments")) == 1, 30, "a comment"
+            )
+        finally:
+            workers.stop()
+        [note] = fake.calls_to("POST", r".*/issues/3/comments")
+        assert f"port of `{OPERATOR}`: **finished**" in note.body["body"]
+        states = [c.body["state"] for c in fake.calls_to("POST", r".*/statuses/b+")]
+        assert states[0] == "pending" and states[-1] in {"success", "failure"}
+    finally:
+        fake.stop()

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from langgraph.checkpoint.base import empty_checkpoint
 from service_support import submit
 from sqlalchemy import select, update
+from sqlalchemy.orm import undefer
 
 from app.context import ServiceContext
 from app.conversions import run_dir
@@ -72,7 +73,7 @@ def test_only_one_of_many_workers_claims_a_conversion(
 
     def contend(owner: str) -> None:
         barrier.wait()
-        claims.append(queue.claim_next(context.sessions, owner, 30.0, 3))
+        claims.append(queue.claim_next(context.sessions, owner, 30.0))
 
     threads = [threading.Thread(target=contend, args=(f"w{i}",)) for i in range(6)]
     for thread in threads:
@@ -88,11 +89,11 @@ def test_only_one_of_many_workers_claims_a_conversion(
 def test_a_live_lease_is_not_reclaimed_an_expired_one_is(
     context: ServiceContext, conversion_id: str
 ) -> None:
-    first = queue.claim_next(context.sessions, "w1", 30.0, 3)
+    first = queue.claim_next(context.sessions, "w1", 30.0)
     assert first is not None
-    assert queue.claim_next(context.sessions, "w2", 30.0, 3) is None
+    assert queue.claim_next(context.sessions, "w2", 30.0) is None
     expire_lease(context, conversion_id)
-    second = queue.claim_next(context.sessions, "w2", 30.0, 3)
+    second = queue.claim_next(context.sessions, "w2", 30.0)
     assert second is not None and second.worker_attempt == 2
     assert not queue.renew(context.sessions, first, 30.0)
     assert not queue.finish(context.sessions, first, ConversionStatus.FINISHED)
@@ -104,11 +105,11 @@ def test_a_live_lease_is_not_reclaimed_an_expired_one_is(
 def test_requeue_puts_it_back_for_the_next_claim(
     context: ServiceContext, conversion_id: str
 ) -> None:
-    claim = queue.claim_next(context.sessions, "w1", 30.0, 3)
+    claim = queue.claim_next(context.sessions, "w1", 30.0)
     assert claim is not None
     assert queue.requeue(context.sessions, claim, "job died")
     assert status_of(context, conversion_id).status == "queued"
-    again = queue.claim_next(context.sessions, "w2", 30.0, 3)
+    again = queue.claim_next(context.sessions, "w2", 30.0)
     assert again is not None and again.worker_attempt == 2
 
 
@@ -124,7 +125,9 @@ def test_lost_workers_settle_cancelled_and_exhausted_conversions(
         )
     expire_lease(context, conversion_id)
     expire_lease(context, other)
-    assert queue.claim_next(context.sessions, "w", 30.0, max_attempts=1) is None
+    settled = queue.settle_abandoned(context.sessions, max_attempts=1)
+    assert sorted(settled) == sorted([conversion_id, other])
+    assert queue.claim_next(context.sessions, "w", 30.0) is None
     assert status_of(context, conversion_id).status == "cancelled"
     exhausted = status_of(context, other)
     assert exhausted.status == "error" and "lost 1 times" in (exhausted.error or "")
@@ -154,6 +157,7 @@ def test_stage_recorder_writes_one_row_per_execution(
             select(StageExecution)
             .where(StageExecution.conversion_id == conversion_id)
             .order_by(StageExecution.id)
+            .options(undefer(StageExecution.validator_output))
         ).all()
         kinds = session.scalars(select(Event.kind).where(Event.conversion_id == conversion_id))
         assert "stage.repeated" not in list(kinds)

@@ -254,3 +254,21 @@ def test_alignment_and_scalar_types() -> None:
     assert [alignment(a) for a in (0, 1, 6, 8, 48, 4096)] == [16, 1, 2, 8, 16, 16]
     assert scalar_dtype(True) == "bool" and scalar_dtype(2**31) == "int64"
     assert scalar_dtype(-(2**31)) == "int32" and scalar_dtype(1.5) == "float32"
+
+
+def test_what_the_interpreter_does_not_know_stays_undetermined(tmp_path: Path) -> None:
+    path = tmp_path / "u.py"
+    path.write_text(
+        "import cuda.tile as ct\n\n"
+        "@ct.kernel\n"
+        "def u(x, B: ct.Constant[int]):\n"
+        "    if B ** 2 > 64:\n"
+        "        pass\n"
+        "    if B > 'text':\n"
+        "        pass\n"
+    )
+    facts = read_kernel_source(path, "u")
+    power, mixed = facts.branches
+    scope = Scope(constants={"B": 16}, array_dtypes={"x": "float32"})
+    assert branch_outcome(power, scope, facts.cutile_modules) is None
+    assert branch_outcome(mixed, scope, facts.cutile_modules) is None

@@ -218,8 +218,10 @@ def list_conversions(
 
 
 @router.get("/{conversion_id}", response_model=ConversionView, responses=ERRORS)
-def get_conversion(conversion_id: str, session: SessionDep) -> ConversionView:
-    return conversions.full_view(conversions.get(session, conversion_id))
+def get_conversion(conversion_id: str, session: SessionDep) -> Response:
+    view = conversions.full_view(conversions.get(session, conversion_id))
+    # Serialised once here: the view is already validated, and this is the polled path.
+    return Response(view.model_dump_json(), media_type="application/json")
 
 
 @router.post(

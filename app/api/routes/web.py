@@ -83,7 +83,7 @@ def runs_rows(
 def run_view(
     conversion_id: str, request: Request, session: SessionDep, context: ContextDep
 ) -> HTMLResponse:
-    conversion = conversions.get(session, conversion_id)
+    conversion = conversions.get(session, conversion_id, with_reports=True)
     page = run_page(session, context.settings, conversion)
     view = conversions.full_view(conversion)
     return render(request, "run.html", page=page, run=conversion, view=view)
@@ -91,5 +91,5 @@ def run_view(
 
 @router.get("/runs/{conversion_id}/_timeline", response_class=HTMLResponse)
 def run_timeline(conversion_id: str, request: Request, session: SessionDep) -> HTMLResponse:
-    conversion = conversions.get(session, conversion_id)
+    conversion = conversions.get(session, conversion_id, with_reports=True)
     return render(request, "_timeline.html", run=conversion, view=conversions.full_view(conversion))

@@ -99,6 +99,8 @@ OPERATORS: dict[str, dict[str, Any]] = {
                     }
                 ],
                 "dtypes": [
+                    "float16",
+                    "bfloat16",
                     "float32"
                 ],
                 "name": "x",
@@ -122,6 +124,8 @@ OPERATORS: dict[str, dict[str, Any]] = {
                     }
                 ],
                 "dtypes": [
+                    "float16",
+                    "bfloat16",
                     "float32"
                 ],
                 "name": "y",

@@ -6,6 +6,7 @@ use std::ffi::{c_char, CStr};
 pub mod abi;
 pub mod runtime;
 
+pub mod kernels;
 pub mod softmax;
 
 /// The cffi declarations of this library, the single source of truth of its ABI.

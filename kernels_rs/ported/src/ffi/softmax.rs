@@ -10,8 +10,8 @@ use std::ffi::c_void;
 use cutile::tile_kernel::TileKernel;
 
 use super::abi::{Dtype, Plan, Status, Tensor};
-use super::runtime::{self as rt, AbiResult, Extent, Generic, TensorArg};
-use crate::softmax::softmax_port as kernel;
+use super::runtime::{self as rt, AbiResult, Generic, TensorArg};
+use crate::ffi::kernels::softmax::softmax_port as kernel;
 
 /// The checked arguments of one call.
 struct Args {
@@ -48,17 +48,24 @@ unsafe fn check(x: *const Tensor, y: *const Tensor) -> AbiResult<Args> {
 /// divisibilities, derived from the arguments as the port spec says; no CUDA call.
 fn derive(args: &Args, _num_sms: i64) -> AbiResult<Derived> {
     let c_tile_n: i64 = rt::next_pow2(args.d_n)?;
-    args.x.require_dtype(&[Dtype::Float32])?;
-    args.y.require_dtype(&[Dtype::Float32])?;
+    args.x
+        .require_dtype(&[Dtype::Float16, Dtype::Bfloat16, Dtype::Float32])?;
+    args.y
+        .require_dtype(&[Dtype::Float16, Dtype::Bfloat16, Dtype::Float32])?;
+    rt::require_same_dtype(&[&args.x, &args.y], "E")?;
     args.x.require_address_divisible(16)?;
-    args.x.require_divisible(Extent::Stride, 0, 4)?;
     args.y.require_address_divisible(16)?;
-    args.y.require_divisible(Extent::Stride, 0, 4)?;
     let grid = [args.d_m, 1i64, 1i64];
     rt::launch_grid(grid)?;
     let generics = vec![
+        Generic::Element(args.x.dtype),
         Generic::Int(i64::from(rt::to_i32(c_tile_n, "TILE_N")?)),
+        Generic::Int(rt::shape_fact(args.x.dim(0))),
         Generic::Int(rt::shape_fact(args.x.dim(1))),
+        Generic::Int(rt::stride_fact(args.x.stride(0), args.x.dtype.itemsize())),
+        Generic::Int(rt::shape_fact(args.y.dim(0))),
+        Generic::Int(rt::shape_fact(args.y.dim(1))),
+        Generic::Int(rt::stride_fact(args.y.stride(0), args.y.dtype.itemsize())),
     ];
     Ok(Derived {
         variant: 0,
@@ -83,25 +90,72 @@ unsafe fn launch(
     let generics = rt::generic_strings(&derived.generics)?;
     match derived.variant {
         0 => {
-            // SAFETY: the descriptors passed every check; their memory is the caller's.
-            let op = unsafe {
-                kernel::softmax_kernel(
-                    args.x.device_pointer::<f32>(),
-                    args.x.shape_i32(0),
-                    args.x.shape_i32(1),
-                    args.x.stride_i32(0),
-                    args.x.stride_i32(1),
-                    args.y.device_pointer::<f32>(),
-                    args.y.shape_i32(0),
-                    args.y.shape_i32(1),
-                    args.y.stride_i32(0),
-                    args.y.stride_i32(1),
-                )
+            match (args.x.dtype,) {
+                (Dtype::Float16,) => {
+                    // SAFETY: the descriptors passed every check; their memory is the caller's.
+                    let op = unsafe {
+                        kernel::softmax_kernel(
+                            args.x.device_pointer::<cutile::half::f16>(),
+                            args.x.shape_i32(0),
+                            args.x.shape_i32(1),
+                            args.x.stride_i32(0),
+                            args.x.stride_i32(1),
+                            args.y.device_pointer::<cutile::half::f16>(),
+                            args.y.shape_i32(0),
+                            args.y.shape_i32(1),
+                            args.y.stride_i32(0),
+                            args.y.stride_i32(1),
+                        )
+                    }
+                    .grid(grid)
+                    .generics(generics);
+                    // SAFETY: forwarded from the caller.
+                    unsafe { rt::launch(op, device, stream) }
+                }
+                (Dtype::Bfloat16,) => {
+                    // SAFETY: the descriptors passed every check; their memory is the caller's.
+                    let op = unsafe {
+                        kernel::softmax_kernel(
+                            args.x.device_pointer::<cutile::half::bf16>(),
+                            args.x.shape_i32(0),
+                            args.x.shape_i32(1),
+                            args.x.stride_i32(0),
+                            args.x.stride_i32(1),
+                            args.y.device_pointer::<cutile::half::bf16>(),
+                            args.y.shape_i32(0),
+                            args.y.shape_i32(1),
+                            args.y.stride_i32(0),
+                            args.y.stride_i32(1),
+                        )
+                    }
+                    .grid(grid)
+                    .generics(generics);
+                    // SAFETY: forwarded from the caller.
+                    unsafe { rt::launch(op, device, stream) }
+                }
+                (Dtype::Float32,) => {
+                    // SAFETY: the descriptors passed every check; their memory is the caller's.
+                    let op = unsafe {
+                        kernel::softmax_kernel(
+                            args.x.device_pointer::<f32>(),
+                            args.x.shape_i32(0),
+                            args.x.shape_i32(1),
+                            args.x.stride_i32(0),
+                            args.x.stride_i32(1),
+                            args.y.device_pointer::<f32>(),
+                            args.y.shape_i32(0),
+                            args.y.shape_i32(1),
+                            args.y.stride_i32(0),
+                            args.y.stride_i32(1),
+                        )
+                    }
+                    .grid(grid)
+                    .generics(generics);
+                    // SAFETY: forwarded from the caller.
+                    unsafe { rt::launch(op, device, stream) }
+                }
+                _ => rt::fail(Status::UnsupportedDtype, "no entry for these element types"),
             }
-            .grid(grid)
-            .generics(generics);
-            // SAFETY: forwarded from the caller.
-            unsafe { rt::launch(op, device, stream) }
         }
         other => rt::fail(Status::Panic, format!("unknown variant {other}")),
     }

@@ -1,11 +1,10 @@
 //! @generated: the pipeline check of `softmax` (softmax.port.yaml, softmax.rs).
 //! Each case compiles one variant's entry to Tile IR with the generic arguments and
 //! the launch-time divisibility hints a launch of that test configuration gives.
-//! Not compiled (the port has no entry for their dtypes): ragged_f16, many_rows_bf16, pow2_f16.
 
 use cutile::compile_api::KernelCompiler;
 use cutile::cutile_compiler::specialization::DivHint;
-use tileport_kernels::softmax::softmax_port as kernel;
+use tileport_kernels::ffi::kernels::softmax::softmax_port as kernel;
 
 struct Case {
     config: &'static str,
@@ -14,23 +13,76 @@ struct Case {
     hints: &'static [(&'static str, i32)],
 }
 
-const CASES: &[Case] = &[Case {
-    config: "ragged_f32",
-    entry: "softmax_kernel",
-    generics: &["1024", "1"],
-    hints: &[
-        ("x", 16),
-        ("x_rows", 1),
-        ("x_cols", 8),
-        ("x_row_stride", 8),
-        ("_x_col_stride", 1),
-        ("y", 16),
-        ("y_rows", 1),
-        ("y_cols", 8),
-        ("y_row_stride", 8),
-        ("_y_col_stride", 1),
-    ],
-}];
+const CASES: &[Case] = &[
+    Case {
+        config: "ragged_f32",
+        entry: "softmax_kernel",
+        generics: &["f32", "1024", "1", "1", "4", "1", "1", "4"],
+        hints: &[
+            ("x", 16),
+            ("x_shape_0", 1),
+            ("x_shape_1", 8),
+            ("x_stride_0", 8),
+            ("x_stride_1", 1),
+            ("y", 16),
+            ("y_shape_0", 1),
+            ("y_shape_1", 8),
+            ("y_stride_0", 8),
+            ("y_stride_1", 1),
+        ],
+    },
+    Case {
+        config: "ragged_f16",
+        entry: "softmax_kernel",
+        generics: &["f16", "1024", "1", "1", "1", "1", "1", "1"],
+        hints: &[
+            ("x", 16),
+            ("x_shape_0", 1),
+            ("x_shape_1", 1),
+            ("x_stride_0", 1),
+            ("x_stride_1", 1),
+            ("y", 16),
+            ("y_shape_0", 1),
+            ("y_shape_1", 1),
+            ("y_stride_0", 1),
+            ("y_stride_1", 1),
+        ],
+    },
+    Case {
+        config: "many_rows_bf16",
+        entry: "softmax_kernel",
+        generics: &["bf16", "512", "16", "16", "8", "16", "16", "8"],
+        hints: &[
+            ("x", 16),
+            ("x_shape_0", 16),
+            ("x_shape_1", 16),
+            ("x_stride_0", 16),
+            ("x_stride_1", 1),
+            ("y", 16),
+            ("y_shape_0", 16),
+            ("y_shape_1", 16),
+            ("y_stride_0", 16),
+            ("y_stride_1", 1),
+        ],
+    },
+    Case {
+        config: "pow2_f16",
+        entry: "softmax_kernel",
+        generics: &["f16", "2048", "16", "16", "8", "16", "16", "8"],
+        hints: &[
+            ("x", 16),
+            ("x_shape_0", 16),
+            ("x_shape_1", 16),
+            ("x_stride_0", 16),
+            ("x_stride_1", 1),
+            ("y", 16),
+            ("y_shape_0", 16),
+            ("y_shape_1", 16),
+            ("y_stride_0", 16),
+            ("y_stride_1", 1),
+        ],
+    },
+];
 
 #[test]
 fn compiles_to_tile_ir() {

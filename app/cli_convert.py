@@ -1,0 +1,348 @@
+"""`tileport convert SPEC`: run the whole conversion pipeline on one port spec.
+
+    tileport convert examples/kernels/softmax.port.yaml [--out DIR] [--no-gpu] [--llm] [--json]
+
+Stages are shown as they run (a live table on a terminal, one plain line per
+finished stage otherwise). The run directory defaults to `runs/<operator>`.
+With `--json`, stdout carries one machine-readable summary and the progress
+lines go to stderr. Exit codes (also in `tileport convert --help`):
+
+    0  the final gate passed
+    1  the run completed but the final gate failed
+    2  bad input: the spec file is missing, unreadable or invalid
+    3  a stage stopped the run before the GPU boundary
+    4  stopped at the GPU boundary: everything that needs no GPU passed and
+       correctness is BLOCKED (env); nothing ran on a GPU
+    5  the pipeline itself failed: a stage is missing or raised
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from graph.routing import next_target
+from graph.runner import operator_name, run_pipeline
+from graph.stages import StageNodes, StageNotImplemented
+from schemas.pipeline import Outcome, RunOptions, RunSummary, Stage, StageRecord
+from schemas.reports import GateReport, ReportError, load_report
+from schemas.run_layout import RunLayout
+from schemas.state import PipelineState
+from schemas.verdicts import AnalyzerVerdict, GateVerdict
+from toolchain.llm import ENV_BASE_URL, ENV_MODEL, LlmConfigError, load_llm_settings
+
+
+class ExitCode(IntEnum):
+    GATE_PASS = 0
+    GATE_FAIL = 1
+    BAD_INPUT = 2
+    STOPPED = 3
+    GPU_BOUNDARY = 4
+    PIPELINE_ERROR = 5
+
+
+EXIT_MEANINGS: Final[dict[ExitCode, str]] = {
+    ExitCode.GATE_PASS: "the final gate passed",
+    ExitCode.GATE_FAIL: "the run completed but the final gate failed",
+    ExitCode.BAD_INPUT: "bad input: the spec file is missing, unreadable or invalid",
+    ExitCode.STOPPED: "a stage stopped the run before the GPU boundary",
+    ExitCode.GPU_BOUNDARY: "stopped at the GPU boundary: everything that needs no GPU passed; "
+    "nothing ran on a GPU",
+    ExitCode.PIPELINE_ERROR: "the pipeline itself failed: a stage is missing or raised",
+}
+
+STAGE_ORDER: Final = tuple(Stage)
+SUMMARY_WIDTH: Final = 90
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    epilog = "exit codes:\n" + "\n".join(
+        f"  {code.value}  {text}" for code, text in EXIT_MEANINGS.items()
+    )
+    convert = commands.add_parser(
+        "convert",
+        help="port one kernel: run the whole pipeline on its port spec",
+        description="Run preflight, analysis, kernel writing, host build, validation and the "
+        "final gate on one port spec.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    convert.add_argument("spec", type=Path, help="the kernel's <name>.port.yaml")
+    convert.add_argument("--out", type=Path, help="run directory (default: runs/<operator>)")
+    convert.add_argument(
+        "--no-gpu", action="store_true", help="never run GPU stages; they end BLOCKED (env)"
+    )
+    convert.add_argument(
+        "--llm", action="store_true", help="allow the LLM fallback (TILEPORT_LLM_* settings)"
+    )
+    convert.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    convert.set_defaults(handler=convert_command)
+
+
+def convert_command(args: argparse.Namespace) -> int:
+    options = RunOptions(no_gpu=args.no_gpu, llm=args.llm)
+    return convert(args.spec, out=args.out, options=options, as_json=args.json)
+
+
+def convert(
+    spec: Path,
+    *,
+    out: Path | None,
+    options: RunOptions,
+    as_json: bool = False,
+    nodes: StageNodes | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    terminal: bool | None = None,
+) -> int:
+    """Run the pipeline on `spec`; print progress and a summary; return the exit code."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    progress_stream = stderr if as_json else stdout
+    console = Console(file=progress_stream, force_terminal=terminal, highlight=False)
+    printer = _Printer(stdout, as_json, spec)
+    if not spec.is_file():
+        return printer.error(ExitCode.BAD_INPUT, f"no such spec file: {spec}")
+    run_dir = out if out is not None else Path("runs") / operator_name(spec)
+    try:
+        stage_nodes = nodes or StageNodes.from_modules()
+    except StageNotImplemented as exc:
+        return printer.error(ExitCode.PIPELINE_ERROR, f"the pipeline is incomplete: {exc}")
+    for warning in _llm_warnings(options):
+        console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+    progress = Progress(operator=operator_name(spec), spec=spec, run_dir=run_dir)
+    if not console.is_terminal:
+        progress.echo = lambda line: console.print(line, markup=False, soft_wrap=True)
+    console.print(f"converting {spec} into {run_dir}", markup=False, soft_wrap=True)
+    try:
+        with _display(console, progress):
+            summary = run_pipeline(
+                spec, run_dir, options=options, nodes=stage_nodes, on_stage=progress.finished
+            )
+    except Exception as exc:  # a stage that raises ends the run; say which and why
+        where = progress.running.value if progress.running else "the pipeline"
+        return printer.error(ExitCode.PIPELINE_ERROR, f"{where} raised {type(exc).__name__}: {exc}")
+    gate = _gate_report(RunLayout(run_dir.resolve()))
+    code = exit_code(summary, gate)
+    printer.summary(summary, gate, code, run_dir)
+    return code
+
+
+def exit_code(summary: RunSummary, gate: GateReport | None) -> ExitCode:
+    if summary.gate_verdict == GateVerdict.PASS:
+        return ExitCode.GATE_PASS
+    if any(
+        record.stage is Stage.ANALYZER and record.verdict == AnalyzerVerdict.FAIL_FIXABLE
+        for record in summary.stages
+    ):
+        return ExitCode.BAD_INPUT
+    if gate is not None and gate.reached_gpu_boundary:
+        return ExitCode.GPU_BOUNDARY
+    if summary.outcome is Outcome.STOP:
+        return ExitCode.STOPPED
+    return ExitCode.GATE_FAIL
+
+
+def _gate_report(layout: RunLayout) -> GateReport | None:
+    try:
+        return load_report(GateReport, layout)
+    except ReportError:
+        return None
+
+
+def _llm_warnings(options: RunOptions) -> list[str]:
+    if not options.llm:
+        return []
+    try:
+        configured = load_llm_settings() is not None
+    except LlmConfigError as exc:
+        return [f"--llm given but the LLM settings are invalid: {exc}"]
+    if configured:
+        return []
+    return [f"--llm given but {ENV_BASE_URL} / {ENV_MODEL} are not set: the LLM fallback is off"]
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """What has finished and what runs now, predicted with the graph's own routing."""
+
+    operator: str
+    spec: Path
+    run_dir: Path
+    records: list[StageRecord] = field(default_factory=list)
+    running: Stage | None = Stage.PREFLIGHT
+    running_since: float = field(default_factory=time.monotonic)
+    echo: Callable[[str], None] | None = None
+    """Where plain lines go when there is no live table."""
+
+    def finished(self, record: StageRecord) -> None:
+        self.records.append(record)
+        if self.echo is not None:
+            self.echo(plain_line(record))
+        self.running = self._next(record)
+        self.running_since = time.monotonic()
+
+    def _next(self, record: StageRecord) -> Stage | None:
+        if record.stage is Stage.FINAL_GATE:
+            return None
+        target = next_target(record.stage, self._state())
+        return target if isinstance(target, Stage) else Stage.FINAL_GATE
+
+    def _state(self) -> PipelineState:
+        attempts: dict[Stage, int] = {}
+        verdicts: dict[Stage, str] = {}
+        classes: dict[Stage, str] = {}
+        for record in self.records:
+            attempts[record.stage] = record.attempt
+            verdicts[record.stage] = record.verdict
+            classes.pop(record.stage, None)
+            if record.verdict_class is not None:
+                classes[record.stage] = record.verdict_class
+        return PipelineState(
+            run_id="progress",
+            operator=self.operator,
+            spec_path=str(self.spec),
+            run_dir=str(self.run_dir),
+            started_at=datetime.now(UTC),
+            attempts=attempts,
+            verdicts=verdicts,
+            verdict_classes=classes,
+        )
+
+    def table(self) -> RenderableType:
+        table = Table(title=f"tileport convert {self.operator}", expand=False)
+        for column in ("stage", "attempt", "verdict", "time", "summary"):
+            table.add_column(column)
+        latest = {record.stage: record for record in self.records}
+        for stage in STAGE_ORDER:
+            record = latest.get(stage)
+            if stage is self.running:
+                elapsed = f"{time.monotonic() - self.running_since:.1f} s"
+                table.add_row(stage.value, "", Spinner("dots", text="running"), elapsed, "")
+            elif record is not None:
+                table.add_row(
+                    stage.value,
+                    str(record.attempt),
+                    Text(_verdict_text(record), style=_style(record.verdict)),
+                    f"{_seconds(record):.1f} s",
+                    _shorten(record.summary),
+                )
+            else:
+                table.add_row(Text(stage.value, style="dim"), "", Text("·", style="dim"), "", "")
+        return Group(table)
+
+
+def plain_line(record: StageRecord) -> str:
+    summary = f": {record.summary}" if record.summary else ""
+    timing = f"({_seconds(record):.1f} s)"
+    return f"{record.stage.value} #{record.attempt} {_verdict_text(record)} {timing}{summary}"
+
+
+def _verdict_text(record: StageRecord) -> str:
+    return f"{record.verdict} ({record.verdict_class})" if record.verdict_class else record.verdict
+
+
+def _seconds(record: StageRecord) -> float:
+    return (record.finished_at - record.started_at).total_seconds()
+
+
+def _style(verdict: str) -> str:
+    if verdict in ("PASS", "COMPILED", "ALL_PASS", "DONE", "ALIGNED"):
+        return "green"
+    if verdict in ("BLOCKED", "PASS_WITH_NOTES", "INVESTIGATE"):
+        return "yellow"
+    return "red"
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1] + "…"
+
+
+@contextmanager
+def _display(console: Console, progress: Progress) -> Iterator[None]:
+    """A live table on a terminal; elsewhere `progress` echoes one line per stage."""
+    if not console.is_terminal:
+        yield
+        return
+    with Live(get_renderable=progress.table, console=console, refresh_per_second=4):
+        yield
+
+
+# -- the final summary ------------------------------------------------------------------------
+
+
+@dataclass
+class _Printer:
+    stream: TextIO
+    as_json: bool
+    spec: Path
+
+    def error(self, code: ExitCode, message: str) -> int:
+        if self.as_json:
+            payload = {"spec": str(self.spec), "exit_code": int(code), "error": message}
+            self.stream.write(json.dumps(payload, indent=2) + "\n")
+        else:
+            self.stream.write(f"error: {message}\n")
+        return int(code)
+
+    def summary(
+        self, summary: RunSummary, gate: GateReport | None, code: ExitCode, run_dir: Path
+    ) -> None:
+        if self.as_json:
+            self.stream.write(
+                json.dumps(_json_summary(summary, gate, code, run_dir), indent=2) + "\n"
+            )
+            return
+        lines = [
+            "",
+            f"{summary.operator}: {summary.outcome.value}, final gate {summary.gate_verdict}",
+        ]
+        lines += [
+            f"  {key}: {value}" for key, value in summary.headline.items() if value is not None
+        ]
+        if gate is not None:
+            lines += [f"  failed check: {c.name}: {c.detail}" for c in gate.failures()]
+        if summary.llm_tokens:
+            lines.append(f"  LLM: {summary.llm_tokens} tokens, ${summary.llm_cost_usd:.4f}")
+        lines.append(f"  reports: {RunLayout(run_dir).reports_dir}")
+        lines.append(f"exit {int(code)}: {EXIT_MEANINGS[code]}")
+        self.stream.write("\n".join(lines) + "\n")
+
+
+def _json_summary(
+    summary: RunSummary, gate: GateReport | None, code: ExitCode, run_dir: Path
+) -> dict[str, Any]:
+    return {
+        "operator": summary.operator,
+        "run_dir": str(run_dir),
+        "exit_code": int(code),
+        "exit_meaning": EXIT_MEANINGS[code],
+        "outcome": summary.outcome.value,
+        "gate_verdict": summary.gate_verdict,
+        "reached_gpu_boundary": gate.reached_gpu_boundary if gate is not None else False,
+        "gate_failures": [
+            {"check": c.name, "detail": c.detail} for c in (gate.failures() if gate else [])
+        ],
+        "headline": summary.headline,
+        "stages": [record.model_dump(mode="json") for record in summary.stages],
+        "llm_tokens": summary.llm_tokens,
+        "llm_cost_usd": summary.llm_cost_usd,
+    }

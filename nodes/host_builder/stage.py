@@ -1,0 +1,311 @@
+"""Stage D, the host/FFI builder: the C-ABI launcher, the library, the wrapper, and
+correctness on a GPU.
+
+1. Take the kernel stage B wrote (`generated/kernel.rs`). If the library already
+   holds that exact kernel for this operator it is reused (a re-run changes
+   nothing); otherwise it is copied into the crate (`src/ffi/kernels/<op>.rs`).
+2. Bind the C ABI to the port (`binding`), generate the launcher, the cdef, the
+   wrapper and the pipeline check, and build the library (`library`), all under
+   one file lock.
+3. Host checks without a GPU: the plain-Rust pipeline check (cargo test), the
+   ABI error paths through cffi, and the library's launch plan against the
+   spec's for every configuration the port takes (`abi_checks`).
+4. Copy `ffi.rs`, `wrapper.py` and the library into `host/`, build the GPU job
+   bundle (`host/bundle/`) and run it here (`host/gpu/`): on a machine without
+   a GPU, correctness ends BLOCKED env and the report says nothing ran on a GPU.
+
+Verdict: ALL_PASS only when the host part passed and correctness is ALL_PASS.
+FAIL class host for a launcher or build problem of the host side, class kernel
+when the kernel does not fit the calling convention or fails correctness;
+BLOCKED env when the GPU (or a tool) is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodes.correctness.runner import RunOutcome, run_bundle
+from nodes.host_builder.abi_checks import AbiProber, supported_configs
+from nodes.host_builder.binding import BindingError, OperatorBinding, bind_operator
+from nodes.host_builder.library import (
+    FFI_DIR,
+    SRC_DIR,
+    WRAPPER_PATH,
+    LibraryBuildError,
+    add_operator,
+    build_library,
+    install_kernel,
+    library_lock,
+    load_wrapper,
+    read_manifest,
+    run_pipeline_check,
+)
+from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
+from nodes.perf_validator.stage import GPU_RESULTS_DIR
+from schemas.gpu import LIBRARY_FILE
+from schemas.kernel_writer import REPORT_FILE, PortReport
+from schemas.pipeline import Stage
+from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
+from schemas.reports import (
+    AbiCheck,
+    CheckResult,
+    CorrectnessReport,
+    HostBuildReport,
+    KernelWriterReport,
+    ReportError,
+    load_report,
+)
+from schemas.run_layout import RunLayout
+from schemas.state import PipelineState, StageResult
+from schemas.verdicts import CorrectnessVerdict, FailureClass, HostBuildVerdict
+from toolchain.gpu_bundle import BundleBuildError, build_bundle
+
+BUNDLE_DIR = "bundle"
+
+
+class StageFailure(Exception):
+    """Ends the stage with FAIL (or BLOCKED) of a class, and why."""
+
+    def __init__(self, verdict: HostBuildVerdict, klass: FailureClass, why: str) -> None:
+        super().__init__(why)
+        self.verdict = verdict
+        self.klass = klass
+
+
+@dataclass
+class _Progress:
+    """What the stage has established so far; the report is built from it."""
+
+    state: PipelineState
+    layout: RunLayout
+    attempt: int
+    symbol: str | None = None
+    host_checks: list[CheckResult] = field(default_factory=list)
+    abi_checks: list[AbiCheck] = field(default_factory=list)
+    ffi_rs: str | None = None
+    wrapper: str | None = None
+    library: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def check(self, name: str, passed: bool, detail: str = "") -> bool:
+        self.host_checks.append(CheckResult(name=name, passed=passed, detail=detail))
+        return passed
+
+
+def _kernel_source(layout: RunLayout) -> tuple[Path, dict[str, str] | None]:
+    """generated/kernel.rs (as B's report names it), and B's variant -> entry map."""
+    try:
+        written = load_report(KernelWriterReport, layout)
+        kernel = layout.resolve(written.kernel_rs) if written.kernel_rs else layout.kernel_rs
+    except ReportError:
+        kernel = layout.kernel_rs
+    if not kernel.is_file():
+        raise StageFailure(
+            HostBuildVerdict.FAIL, FailureClass.KERNEL, f"no kernel source at {kernel.name}"
+        )
+    return kernel, _writer_entries(layout)
+
+
+def _writer_entries(layout: RunLayout) -> dict[str, str] | None:
+    report_path = layout.generated_dir / REPORT_FILE
+    if not report_path.is_file():
+        return None
+    report = PortReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+    if not report.entries:
+        return None
+    by_variant: dict[str, list[str]] = {}
+    for entry in report.entries:
+        by_variant.setdefault(entry.variant, []).append(entry.name)
+    several = {v: names for v, names in by_variant.items() if len(names) > 1}
+    if several:
+        raise StageFailure(
+            HostBuildVerdict.FAIL,
+            FailureClass.HOST,
+            f"variants with literal-specialised entries {several}: the launcher cannot yet "
+            "dispatch between literal entries of one variant",
+        )
+    return {variant: names[0] for variant, names in by_variant.items()}
+
+
+@dataclass(frozen=True)
+class _Placed:
+    path: Path
+    module_path: str
+    entries: dict[str, str] | None = None  # what the library already knew, when reused
+
+
+def _place_kernel(operator: str, kernel: Path) -> _Placed:
+    """The kernel already in the library when it is the same text, else an installed copy."""
+    manifest = read_manifest()
+    known = next((op for op in manifest.operators if op.name == operator), None)
+    if known is not None:
+        current = SRC_DIR / known.kernel
+        if current.is_file() and current.read_bytes() == kernel.read_bytes():
+            return _Placed(current, known.rust_module_path, known.entries)
+    return _Placed(*install_kernel(operator, kernel))
+
+
+def _bind(progress: _Progress, spec: PortSpec, spec_path: Path) -> OperatorBinding:
+    kernel, entries = _kernel_source(progress.layout)
+    with library_lock():
+        try:
+            placed = _place_kernel(spec.name, kernel)
+            entries = entries if entries is not None else placed.entries
+            binding = bind_operator(
+                spec, spec_path, parse_kernel_source(placed.path), placed.module_path, entries
+            )
+        except (BindingError, RustSourceError) as exc:
+            progress.check("bind the C ABI to the port", False, str(exc))
+            raise StageFailure(HostBuildVerdict.FAIL, FailureClass.KERNEL, str(exc)) from None
+        generated = add_operator(binding, entries)
+    progress.symbol = binding.abi.symbol
+    written = ", ".join(p.name for p in generated.written) or "nothing changed"
+    progress.check("generate the launcher, cdef, wrapper and pipeline check", True, written)
+    missing = binding.unsupported_dtypes()
+    if missing:
+        progress.notes.append(f"dtypes the spec allows but the port does not take: {missing}")
+    return binding
+
+
+def _build(progress: _Progress, operator: str) -> Path:
+    log = progress.layout.stage_log(Stage.HOST_BUILDER, progress.attempt)
+    try:
+        with library_lock():
+            library = build_library(log)
+        pipeline_log = log.with_suffix(".pipeline.log")
+        run_pipeline_check(operator, pipeline_log)
+    except LibraryBuildError as exc:
+        progress.check("build and pipeline check", False, str(exc))
+        raise StageFailure(HostBuildVerdict.FAIL, _build_failure_class(exc.log), str(exc)) from None
+    progress.check("build the library", True, library.name)
+    progress.check("plain-Rust pipeline check", True, f"cargo test pipeline {operator}::")
+    return library
+
+
+def _build_failure_class(log: str) -> FailureClass:
+    """Host when rustc points into a generated launcher, else kernel (the kernel does
+    not compile, or the pipeline check does not compile it to Tile IR)."""
+    places = re.findall(r"-->\s+(\S+?):\d+:\d+", log)
+    launcher = [p for p in places if "/ffi/" in p and "/ffi/kernels/" not in p]
+    return FailureClass.HOST if launcher else FailureClass.KERNEL
+
+
+def _abi(progress: _Progress, spec: PortSpec, binding: OperatorBinding, library: Path) -> None:
+    prober = AbiProber(load_wrapper(WRAPPER_PATH).Library(library), binding)
+    configs = supported_configs(spec, binding)
+    if not configs:
+        progress.check("a configuration the port takes", False, "the port takes none")
+        raise StageFailure(
+            HostBuildVerdict.FAIL,
+            FailureClass.KERNEL,
+            f"the port takes none of the spec's configurations ({binding.unsupported_dtypes()})",
+        )
+    progress.abi_checks = prober.run_error_probes(configs[0])
+    progress.host_checks += prober.plan_checks(spec)
+    failed = [c.case for c in progress.abi_checks if not c.passed]
+    failed += [c.name for c in progress.host_checks if not c.passed]
+    if failed:
+        raise StageFailure(HostBuildVerdict.FAIL, FailureClass.HOST, f"ABI checks failed: {failed}")
+
+
+def _copy_artifacts(progress: _Progress, operator: str, library: Path) -> None:
+    host = progress.layout.host_dir
+    host.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FFI_DIR / f"{operator}.rs", progress.layout.ffi_rs)
+    shutil.copyfile(WRAPPER_PATH, progress.layout.wrapper_py)
+    shutil.copyfile(library, host / LIBRARY_FILE)
+    progress.ffi_rs = progress.layout.relative(progress.layout.ffi_rs)
+    progress.wrapper = progress.layout.relative(progress.layout.wrapper_py)
+    progress.library = progress.layout.relative(host / LIBRARY_FILE)
+
+
+def _correctness(progress: _Progress, spec_path: Path) -> CorrectnessReport:
+    state = progress.state
+    host = progress.layout.host_dir
+    try:
+        build_bundle(
+            spec_path,
+            host / BUNDLE_DIR,
+            run_id=state.run_id,
+            attempt=progress.attempt,
+        )
+    except BundleBuildError as exc:
+        progress.check("build the GPU job bundle", False, str(exc))
+        raise StageFailure(HostBuildVerdict.FAIL, FailureClass.HOST, str(exc)) from None
+    progress.check("build the GPU job bundle", True, f"host/{BUNDLE_DIR}")
+    if state.options.no_gpu:
+        return CorrectnessReport(
+            run_id=state.run_id,
+            attempt=progress.attempt,
+            verdict=CorrectnessVerdict.BLOCKED,
+            ran_on_gpu=False,
+            summary="Nothing was run on a GPU: the run was started with --no-gpu. "
+            f"Run the bundle host/{BUNDLE_DIR} with `tileport gpu-run` on a GPU host.",
+        )
+    outcome: RunOutcome = run_bundle(host / BUNDLE_DIR, host / GPU_RESULTS_DIR)
+    return outcome.correctness
+
+
+def _report(
+    progress: _Progress,
+    verdict: HostBuildVerdict,
+    klass: FailureClass | None,
+    summary: str,
+    correctness: CorrectnessReport | None,
+) -> HostBuildReport:
+    return HostBuildReport(
+        run_id=progress.state.run_id,
+        attempt=progress.attempt,
+        verdict=verdict,
+        verdict_class=klass,
+        summary=summary,
+        notes=progress.notes,
+        c_symbol=progress.symbol,
+        ffi_rs=progress.ffi_rs,
+        wrapper=progress.wrapper,
+        library=progress.library,
+        host_checks=progress.host_checks,
+        abi_checks=progress.abi_checks,
+        correctness_report=(
+            None
+            if correctness is None
+            else progress.layout.relative(progress.layout.report_path(correctness.FILE_NAME))
+        ),
+    )
+
+
+def _verdict_of(correctness: CorrectnessReport) -> tuple[HostBuildVerdict, FailureClass | None]:
+    if correctness.verdict is CorrectnessVerdict.ALL_PASS:
+        return HostBuildVerdict.ALL_PASS, None
+    if correctness.verdict is CorrectnessVerdict.BLOCKED:
+        return HostBuildVerdict.BLOCKED, FailureClass.ENV
+    return HostBuildVerdict.FAIL, FailureClass.KERNEL
+
+
+def run(state: PipelineState) -> StageResult:
+    layout = state.layout()
+    progress = _Progress(state, layout, state.next_attempt(Stage.HOST_BUILDER))
+    spec_path = Path(state.spec_path)
+    correctness: CorrectnessReport | None = None
+    try:
+        spec = load_port_spec(spec_path)
+        binding = _bind(progress, spec, spec_path)
+        library = _build(progress, spec.name)
+        _abi(progress, spec, binding, library)
+        _copy_artifacts(progress, spec.name, library)
+        correctness = _correctness(progress, spec_path)
+    except PortSpecError as exc:
+        report = _report(progress, HostBuildVerdict.FAIL, FailureClass.HOST, str(exc), None)
+        return StageResult(report=report)
+    except StageFailure as failure:
+        report = _report(progress, failure.verdict, failure.klass, str(failure), correctness)
+        return StageResult(report=report)
+    verdict, klass = _verdict_of(correctness)
+    summary = ""
+    if verdict is not HostBuildVerdict.ALL_PASS:
+        summary = f"host part passed; {correctness.summary or correctness.gpu_statement()}"
+    report = _report(progress, verdict, klass, summary, correctness)
+    return StageResult(report=report, extra_reports=(correctness,))

@@ -1,0 +1,219 @@
+"""Binding a port to the C ABI and generating its launcher, without building: the
+Rust entry reader, the calling-convention checks, generic kinds, launch facts,
+the expression translator, and that the committed generated files are current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from nodes.host_builder.abi import DType
+from nodes.host_builder.binding import (
+    BindingError,
+    ExtentKind,
+    bind_operator,
+    fact_value,
+    plan_for,
+)
+from nodes.host_builder.ffi_gen import generate_operator_rs
+from nodes.host_builder.library import SRC_DIR, stale_generated
+from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
+from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable
+from schemas.port_spec import ResolvedArray, load_port_spec
+from toolchain.env import REPO_ROOT
+from toolchain.reference_export import launch_facts
+
+SPEC = REPO_ROOT / "examples" / "kernels" / "softmax.port.yaml"
+
+
+def _kernel(tmp_path: Path, generics: str, params: str, body: str = "") -> Path:
+    path = tmp_path / "kernel.rs"
+    path.write_text(
+        "#[cutile::module]\npub mod softmax_port {\n    use cutile::core::*;\n\n"
+        f"    #[cutile::entry()]\n    unsafe fn softmax_kernel{generics}({params}) {{\n"
+        f"        {body}\n    }}\n}}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+GENERIC_PARAMS = (
+    "x: *mut E, x_rows: i32, x_cols: i32, x_row_stride: i32, x_col_stride: i32, "
+    "y: *mut E, y_rows: i32, y_cols: i32, y_row_stride: i32, y_col_stride: i32"
+)
+
+
+def test_reads_the_hand_port() -> None:
+    module = parse_kernel_source(SRC_DIR / "softmax.rs")
+    entry = module.entry("softmax_kernel")
+    assert module.module == "softmax_port"
+    assert [g.name for g in entry.generics] == ["TILE_N", "COLS_DIV"]
+    assert entry.param("x").pointee == "f32"
+    literal = {(a.param, a.literal) for a in entry.assumptions if a.literal}
+    assert ("x", 16) in literal and ("x_row_stride", 4) in literal
+    assert any(a.param == "x_cols" and a.divisor == "COLS_DIV" for a in entry.assumptions)
+
+
+def test_hand_port_binding_and_plans() -> None:
+    spec = load_port_spec(SPEC)
+    binding = bind_operator(
+        spec, SPEC, parse_kernel_source(SRC_DIR / "softmax.rs"), "crate::softmax::softmax_port"
+    )
+    assert binding.abi.symbol == "cutile_softmax"
+    assert binding.unsupported_dtypes() == {
+        "x": ["float16", "bfloat16"],
+        "y": ["float16", "bfloat16"],
+    }
+    variant = binding.variants[0]
+    assert [r.kind for r in variant.generics] == ["constant", "fact"]
+    assert {(p.array, p.kind, p.divisor) for p in variant.preconditions} >= {
+        ("x", "address", 16),
+        ("x", "stride", 4),
+    }
+    ragged = spec.resolve(next(c for c in spec.test_configs if c.name == "ragged_f32"), "test")
+    assert plan_for(binding, ragged).generics == (1024, 1)
+
+
+def test_element_type_generic_dispatches_per_dtype(tmp_path: Path) -> None:
+    body = "let a = divisible::<_, X_ALIGN>(pointer_to_tile(x));"
+    kernel = _kernel(
+        tmp_path,
+        "<E: ElementType, const TILE_N: i32, const X_ALIGN: i32>",
+        GENERIC_PARAMS,
+        body,
+    )
+    spec = load_port_spec(SPEC)
+    binding = bind_operator(spec, SPEC, parse_kernel_source(kernel), "crate::k::softmax_port")
+    rules = {r.name: r for r in binding.variants[0].generics}
+    assert rules["E"].kind == "element" and rules["E"].arrays == ("x", "y")
+    assert rules["X_ALIGN"].extent is ExtentKind.ADDRESS
+    assert binding.unsupported_dtypes() == {}
+    text = generate_operator_rs(binding)
+    for dtype in ("Float16", "Bfloat16", "Float32"):
+        assert f"(Dtype::{dtype},) =>" in text
+    assert "cutile::half::bf16" in text
+    assert 'rt::require_same_dtype(&[&args.x, &args.y], "E")?' in text
+    assert "rt::address_fact(args.x.data)" in text
+
+
+@pytest.mark.parametrize(
+    ("generics", "params", "message"),
+    [
+        ("<const TILE_N: i32>", "x: *mut f32, y: *mut f32", "takes 2 parameters"),
+        (
+            "<const TILE_N: i32>",
+            GENERIC_PARAMS.replace("x: *mut E", "x: i32").replace("*mut E", "*mut f32"),
+            "should be a raw pointer",
+        ),
+        ("<const TILE_N: i32, const MYSTERY: i32>", GENERIC_PARAMS.replace("E", "f32"), "MYSTERY"),
+        ("<const TILE_N: i32>", GENERIC_PARAMS.replace("E", "u8"), "takes none of the spec"),
+        (
+            "<const TILE_N: i32>",
+            GENERIC_PARAMS.replace("E", "f32").replace("x_rows: i32", "x_rows: i64"),
+            "must be i32",
+        ),
+    ],
+    ids=["too few parameters", "not a pointer", "unknown generic", "no dtype", "i64 extent"],
+)
+def test_binding_refuses_what_it_cannot_launch(
+    tmp_path: Path, generics: str, params: str, message: str
+) -> None:
+    kernel = _kernel(tmp_path, generics, params)
+    with pytest.raises(BindingError, match=message):
+        bind_operator(load_port_spec(SPEC), SPEC, parse_kernel_source(kernel), "crate::k::m")
+
+
+def test_source_without_entry_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "kernel.rs"
+    path.write_text("#[cutile::module]\npub mod m {\n    fn helper() {}\n}\n", encoding="utf-8")
+    with pytest.raises(RustSourceError, match="no #\\[cutile::entry\\]"):
+        parse_kernel_source(path)
+
+
+DTypeName = Literal["float16", "bfloat16", "float32", "int8", "float64"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int8", "float64"])
+@pytest.mark.parametrize(
+    ("shape", "strides", "offset"),
+    [
+        ([37, 1000], [1000, 1], 0),
+        ([129, 781], [781, 1], 0),
+        ([64, 48], [1, 64], 3),
+        ([8, 8], [16, 1], 4),
+    ],
+)
+def test_launch_facts_agree_with_the_reference_export(
+    dtype: DTypeName, shape: list[int], strides: list[int], offset: int
+) -> None:
+    """The launcher derives fact generics with the analyzer's rule for a cuTile launch."""
+    array = ResolvedArray(
+        dtype=dtype, shape=shape, strides=strides, storage_offset=offset, role="in"
+    )
+    facts = launch_facts(array)
+    itemsize = {"int8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype]
+    for dim in range(len(shape)):
+        assert fact_value(ExtentKind.SHAPE, shape[dim], itemsize) == facts.shape_divisible_by[dim]
+        assert (
+            fact_value(ExtentKind.STRIDE, strides[dim], itemsize) == facts.stride_divisible_by[dim]
+        )
+    address = fact_value(ExtentKind.ADDRESS, offset * itemsize, itemsize)
+    assert address == facts.base_addr_divisible_by
+
+
+def _transpiler() -> Transpiler:
+    return Transpiler(
+        {
+            "N": Variable("d_n", Kind.INT),
+            "dtype": Variable("dtype", Kind.DTYPE),
+            "scale": Variable("s_scale", Kind.FLOAT),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "code"),
+    [
+        ("next_pow2(N)", Kind.INT, "rt::next_pow2(d_n)?"),
+        ("cdiv(N, 128)", Kind.INT, "rt::cdiv(d_n, 128i64)?"),
+        ("N // 2 % 3", Kind.INT, "rt::modulo(rt::floordiv(d_n, 2i64)?, 3i64)?"),
+        ("min(N, 64, 8)", Kind.INT, "d_n.min(64i64).min(8i64)"),
+        ("dtype == 'float16'", Kind.BOOL, "((dtype == Dtype::Float16))"),
+        ("1 < N <= 4096", Kind.BOOL, "((1i64 < d_n) && (d_n <= 4096i64))"),
+        ("64 if N > 1024 else 32", Kind.INT, "(if ((d_n > 1024i64)) { 64i64 } else { 32i64 })"),
+        ("N / 2", Kind.FLOAT, "rt::true_div((d_n as f64), (2i64 as f64))?"),
+        ("scale * N", Kind.FLOAT, "(s_scale * (d_n as f64))"),
+        ("True", Kind.BOOL, "true"),
+    ],
+)
+def test_expressions_translate_with_python_semantics(text: str, want: Kind, code: str) -> None:
+    assert _transpiler().expression(text, want) == code
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "message"),
+    [
+        ("M + 1", Kind.INT, "unknown name 'M'"),
+        ("dtype + 1", Kind.INT, "not a number"),
+        ("dtype < 'float16'", Kind.BOOL, "== or !="),
+        ("dtype == 'float17'", Kind.BOOL, "not a dtype name"),
+        ("N / 2", Kind.INT, "gives float"),
+        ("N and True", Kind.BOOL, "non-booleans"),
+    ],
+)
+def test_untranslatable_expressions_are_refused(text: str, want: Kind, message: str) -> None:
+    with pytest.raises(TranspileError, match=message):
+        _transpiler().expression(text, want)
+
+
+def test_dtype_codes_are_stable() -> None:
+    assert DType.FLOAT32.value == 12
+    assert DType.from_spec_name("bfloat16") is DType.BFLOAT16
+
+
+def test_committed_generated_files_are_current() -> None:
+    """Every generated file equals what the manifest generates now: no hand edits, no
+    generator change left unapplied (`python -m nodes.host_builder regenerate`)."""
+    assert stale_generated() == []

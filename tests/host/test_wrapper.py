@@ -1,0 +1,158 @@
+"""The generated cffi wrapper: semantic checks before the C call, C statuses turned
+into the matching exceptions, and a library from another cdef refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from nodes.host_builder.abi import Status
+from nodes.host_builder.binding import OperatorBinding, plan_for
+from schemas.port_spec import load_port_spec
+
+ROWS, COLS = 37, 1000
+
+
+@dataclass
+class FakeDevice:
+    type: str
+
+
+@dataclass
+class FakeTensor:
+    """Duck-typed like a torch tensor: the wrapper reads only these."""
+
+    address: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    device: FakeDevice
+
+    def data_ptr(self) -> int:
+        return self.address
+
+    def stride(self) -> tuple[int, ...]:
+        return self.strides
+
+
+class CudaArray:
+    """An object with `__cuda_array_interface__` (strides in bytes)."""
+
+    def __init__(self, address: int, typestr: str, shape: tuple[int, ...], strides: Any) -> None:
+        self.__cuda_array_interface__ = {
+            "data": (address, False),
+            "typestr": typestr,
+            "shape": shape,
+            "strides": strides,
+            "version": 3,
+        }
+
+
+def _torch_like(dtype: str = "torch.float32", **changes: Any) -> FakeTensor:
+    fields: dict[str, Any] = {
+        "address": 0x7F00_0000_0000,
+        "dtype": dtype,
+        "shape": (ROWS, COLS),
+        "strides": (COLS, 1),
+        "device": FakeDevice("cuda"),
+    }
+    fields.update(changes)
+    return FakeTensor(**fields)
+
+
+def test_describes_torch_like_and_interface_objects(wrapper: ModuleType) -> None:
+    described = wrapper.describe(_torch_like("torch.bfloat16"), "x")
+    assert (described.dtype, described.shape, described.strides) == (
+        "bfloat16",
+        (ROWS, COLS),
+        (COLS, 1),
+    )
+    strided = wrapper.describe(CudaArray(0x1000, "<f4", (ROWS, COLS), (4 * COLS, 4)), "x")
+    assert strided.strides == (COLS, 1)
+    dense = wrapper.describe(CudaArray(0x1000, "<f2", (ROWS, COLS), None), "x")
+    assert dense.strides == (COLS, 1) and dense.dtype == "float16"
+
+
+def test_refuses_a_tensor_not_on_a_cuda_device(library: Any, wrapper: ModuleType) -> None:
+    cpu = _torch_like(device=FakeDevice("cpu"))
+    with pytest.raises(wrapper.TileportDeviceError, match="not on a CUDA device"):
+        library.call("softmax", (cpu, _torch_like()))
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "error", "message"),
+    [
+        (
+            {"dtype": "torch.float64"},
+            {"dtype": "torch.float64"},
+            "TileportDtypeError",
+            "the port takes",
+        ),
+        ({}, {"shape": (ROWS + 1, COLS), "strides": (COLS, 1)}, "TileportShapeError", "M = 37"),
+        ({"shape": (COLS,), "strides": (1,)}, {}, "TileportShapeError", "rank 1"),
+        ({"strides": (2 * COLS, 2)}, {}, "TileportLayoutError", "never copies"),
+        ({"dtype": "torch.complex64"}, {}, "TileportDtypeError", "unknown to the ABI"),
+    ],
+    ids=["dtype not taken", "rows disagree", "wrong rank", "not contiguous", "unknown dtype"],
+)
+def test_semantic_checks_raise_before_the_c_call(
+    library: Any,
+    wrapper: ModuleType,
+    x: dict[str, Any],
+    y: dict[str, Any],
+    error: str,
+    message: str,
+) -> None:
+    """These arguments point at no device memory: had they reached the C side, the
+    error would be DEVICE. The wrapper's own exception proves it stopped them first."""
+    with pytest.raises(getattr(wrapper, error), match=message) as caught:
+        library.call("softmax", (_torch_like(**x), _torch_like(address=0x7F00_1000_0000, **y)))
+    assert caught.value.status is None
+
+
+def test_c_statuses_become_exceptions(library: Any, wrapper: ModuleType) -> None:
+    """Valid arguments at a host address pass the wrapper; the C side says DEVICE."""
+    host = library.ffi.new("float[]", ROWS * COLS + 8)
+    address = (int(library.ffi.cast("uintptr_t", host)) + 15) // 16 * 16
+    x = wrapper.TensorDescriptor.contiguous(address, "float32", (ROWS, COLS))
+    with pytest.raises(wrapper.TileportDeviceError) as caught:
+        library.call("softmax", (x, x))
+    assert caught.value.status == Status.DEVICE
+    assert "cutile_softmax" in str(caught.value)
+    misaligned = wrapper.TensorDescriptor.contiguous(address + 4, "float32", (ROWS, COLS))
+    with pytest.raises(wrapper.TileportLayoutError) as refused:
+        library.call("softmax", (misaligned, x))
+    assert refused.value.status == Status.MISALIGNED
+
+
+def test_plans_through_the_wrapper(
+    library: Any, wrapper: ModuleType, softmax_binding: OperatorBinding
+) -> None:
+    x = wrapper.TensorDescriptor.contiguous(0x7F00_0000_0000, "float32", (8192, 2048))
+    plan = library.plan("softmax", (x, x))
+    spec = load_port_spec(softmax_binding.spec_path)
+    perf = spec.resolve(next(c for c in spec.perf_configs if c.dtype == "float32"), "perf")
+    expected = plan_for(softmax_binding, perf)
+    assert plan == wrapper.Plan(variant=0, grid=(8192, 1, 1), generics=expected.generics)
+
+
+def test_a_library_from_another_cdef_is_refused(
+    wrapper: ModuleType, library_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wrapper, "FINGERPRINT", wrapper.FINGERPRINT ^ 1)
+    with pytest.raises(wrapper.TileportAbiMismatch, match="another cdef"):
+        wrapper.Library(library_file)
+
+
+def test_the_module_function_uses_the_default_library(
+    wrapper: ModuleType, library_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TILEPORT_KERNELS_LIB", str(library_file))
+    monkeypatch.setattr(wrapper, "_DEFAULT", None)
+    with pytest.raises(wrapper.TileportDtypeError):
+        wrapper.softmax(_torch_like("torch.float64"), _torch_like("torch.float64"))
+    assert wrapper.default_library().path == library_file
