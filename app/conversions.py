@@ -180,7 +180,7 @@ def get(session: Session, conversion_id: str, with_reports: bool = False) -> Con
     conversion = (
         session.scalars(select(Conversion).where(Conversion.id == conversion_id).options(stages))
         .unique()
-        .first()
+        .one_or_none()
     )
     if conversion is None:
         raise unknown_conversion(conversion_id)

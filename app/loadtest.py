@@ -36,6 +36,7 @@ from app.settings import load_settings
 from app.storage.database import make_engine, make_session_factory
 from app.worker import queue
 from app.worker.job import StageRecorder
+from schemas.api import ConversionView
 from schemas.pipeline import Stage, StageRecord
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,6 +62,7 @@ class Result:
     concurrency: int
     database: str
     machine: str
+    started_at: str
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -77,7 +79,10 @@ def machine_description() -> str:
                 model = line.split(":", 1)[1].strip()
                 break
     cpus = f"{os.cpu_count()} CPUs ({model or platform.processor()})"
-    return f"{cpus}, Python {platform.python_version()}"
+    load = (
+        f", load average {os.getloadavg()[0]:.1f} at the start" if hasattr(os, "getloadavg") else ""
+    )
+    return f"{cpus}, Python {platform.python_version()}{load}"
 
 
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
@@ -118,12 +123,14 @@ def seed(base: str, token: str, database_url: str, run_root: Path) -> str:
     assert claim is not None
     recorder = StageRecorder(sessions, conversion_id, run_root / conversion_id, 1)
     start = datetime.now(UTC)
+    attempts: dict[Stage, int] = {}
     for stage, verdict in SEEDED_STAGES:
         end = start + timedelta(seconds=2)
+        attempts[stage] = attempts.get(stage, 0) + 1
         recorder(
             StageRecord(
                 stage=stage,
-                attempt=1,
+                attempt=attempts[stage],
                 verdict=verdict,
                 started_at=start,
                 finished_at=end,
@@ -135,29 +142,65 @@ def seed(base: str, token: str, database_url: str, run_root: Path) -> str:
     return conversion_id
 
 
+class KeepAliveClient:
+    """A minimal HTTP/1.1 client on one keep-alive connection: far cheaper per
+    request than a general client, so the shared CPUs go to the server."""
+
+    def __init__(self, host: str, port: int, path: str) -> None:
+        self.host, self.port = host, port
+        self.request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self) -> int:
+        if self.reader is None or self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        self.writer.write(self.request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = next(
+            int(line.split(":", 1)[1])
+            for line in lines
+            if line.lower().startswith("content-length")
+        )
+        await self.reader.readexactly(length)
+        return status
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
+
+
 async def drive(url: str, concurrency: int, duration: float) -> tuple[list[float], int, float]:
+    target = httpx.URL(url)
     latencies: list[float] = []
     errors = 0
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
-        stop_at = time.perf_counter() + duration
+    stop_at = time.perf_counter() + duration
 
-        async def poller() -> None:
-            nonlocal errors
+    async def poller() -> None:
+        nonlocal errors
+        client = KeepAliveClient(target.host, target.port or 80, target.raw_path.decode())
+        try:
             while time.perf_counter() < stop_at:
                 started = time.perf_counter()
                 try:
-                    response = await client.get(url)
-                    ok = response.status_code == 200
-                except httpx.HTTPError:
+                    ok = await client.get() == 200
+                except (OSError, ValueError, StopIteration, asyncio.IncompleteReadError):
                     ok = False
+                    await client.close()
+                    client = KeepAliveClient(
+                        target.host, target.port or 80, target.raw_path.decode()
+                    )
                 latencies.append(time.perf_counter() - started)
                 errors += 0 if ok else 1
+        finally:
+            await client.close()
 
-        began = time.perf_counter()
-        await asyncio.gather(*(poller() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - began
-    return latencies, errors, elapsed
+    began = time.perf_counter()
+    await asyncio.gather(*(poller() for _ in range(concurrency)))
+    return latencies, errors, time.perf_counter() - began
 
 
 @contextmanager
@@ -184,6 +227,8 @@ def fresh_database(database_url: str | None) -> Iterator[str | None]:
 
 
 def run(concurrency: int, duration: float, warmup: float, database_url: str | None) -> Result:
+    machine = machine_description()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
     with (
         fresh_database(database_url) as database,
         tempfile.TemporaryDirectory(prefix="tileport-load-") as folder,
@@ -212,6 +257,8 @@ def run(concurrency: int, duration: float, warmup: float, database_url: str | No
                 settings.resolved_artifact_root / "runs",
             )
             url = f"{base}/v1/conversions/{cid}"
+            polled = ConversionView.model_validate_json(httpx.get(url, timeout=10).content)
+            assert polled.status == "running" and len(polled.stages) == len(SEEDED_STAGES)
             asyncio.run(drive(url, concurrency, warmup))
             latencies, errors, elapsed = asyncio.run(drive(url, concurrency, duration))
         finally:
@@ -230,7 +277,8 @@ def run(concurrency: int, duration: float, warmup: float, database_url: str | No
         max_ms=round(1000 * ordered[-1], 2),
         concurrency=concurrency,
         database=backend,
-        machine=machine_description(),
+        machine=machine,
+        started_at=started_at,
     )
 
 

@@ -3,9 +3,9 @@
 Activity records of kind CONCURRENT_KERNEL carry each kernel's device start and
 end (ns). A measured call runs inside a window: the stream is synchronised, the
 CUPTI clock read, the call made, the stream synchronised and the clock read
-again; the kernels whose whole execution lies inside the window are the
-call's. Their summed durations are its device time, their count its launch
-count. Work outside windows (the L2 flush) is never attributed to a call.
+again; the kernels executing inside the window are the call's. Their summed
+durations are its device time, their count its launch count. Work outside
+windows (the L2 flush) is never attributed to a call.
 
 Needs `cupti-python` (module `cupti`) and a CUDA device; it is imported only
 when a timer starts, so this module loads anywhere.
@@ -102,11 +102,15 @@ class KernelTimer:
 
 
 def attribute(records: list[KernelRecord], windows: list[Window]) -> list[CallTiming]:
-    """Assigns each kernel to the window that contains its whole execution."""
+    """Assigns each kernel to the window that contains the middle of its execution
+    (robust to a small skew between the host and device clocks: windows are
+    separated by synchronisations and the flush, far wider than that skew)."""
     ordered = sorted(records, key=lambda record: record.start_ns)
     timings: list[CallTiming] = []
     for window in windows:
-        inside = [r for r in ordered if r.start_ns >= window.start_ns and r.end_ns <= window.end_ns]
+        inside = [
+            r for r in ordered if window.start_ns <= (r.start_ns + r.end_ns) / 2 <= window.end_ns
+        ]
         timings.append(
             CallTiming(
                 label=window.label,

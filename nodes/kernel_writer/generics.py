@@ -78,7 +78,7 @@ def recover(
                 rebuilt.append(value + suffix)
             else:
                 constant = by_pair.get((value, other))
-                if constant is None or suffix not in ("", "i32"):
+                if constant is None or suffix not in ("", "i32", "u32"):
                     return Recovery(
                         None,
                         reason=f"a number moved with no constant's values ({value} -> {other}): "

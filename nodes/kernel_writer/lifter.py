@@ -43,8 +43,6 @@ from tileir.types import parse_view
 Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view", "raw"]
 INDENT = "    "
 FACT_HELPER = "divisible"
-RANK0_I32 = "Tile<i32, { [] }>"
-GRID_TUPLE = f"({RANK0_I32}, {RANK0_I32}, {RANK0_I32})"
 SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
 
 ROUNDING = {
@@ -499,8 +497,20 @@ class Lifter:
             # A constant generic: `constant(..)` takes literals only, and a bare
             # generic would reuse the value cutile-rs puts at the entry's top.
             self.module_items.add("generic_value")
-            number = literal.dense.removesuffix("i32")
+            number = literal.dense.removesuffix(element)
             self.let(scope, op, value, "scalar", element, f"generic_value::<{number}>()")
+            return
+        raw = op.attributes.get("value", "")
+        if element in ("u32", "u64") and raw.partition(":")[2].strip().startswith("-"):
+            # cutile-rs parses unsigned literals as signed and writes 0 for
+            # values past i32/i64::MAX; the module declares `constant` taking
+            # the signed spelling of the same bits.
+            width = "" if element == "u32" else "64"
+            function = f"constant_bits{width}_r{info.rank}"
+            self.module_items.add(function)
+            signed = raw.partition(":")[2].strip()
+            rhs = f"{function}({signed}, {shape_macro(info.dims)})"
+            self.let(scope, op, value, "tile", self.tile_type(value), rhs)
             return
         # Rank 0 too goes through `constant(..)`: a Rust literal would carry an
         # exact value that cutile-rs folds and turns into extra assumes.
@@ -542,16 +552,23 @@ class Lifter:
         results = self.resolved.result_ids(op)
         name = self.fresh(base)
         self.module_items.add(function)
-        self.emit(scope, f"let {name}: {GRID_TUPLE} = {function}();")
-        for axis, value in enumerate(results):
-            self.bind(value, f"{name}.{axis}", "tile", RANK0_I32)
         live = [value for value in results if self.is_live(value)]
+        element = self.element(live[0]) if live else "i32"
+        if any(self.element(value) != element for value in live):
+            raise Blocked(op.name, self.where(op), "grid components used with different signs")
+        component = f"Tile<{element}, {{ [] }}>"
+        self.emit(
+            scope,
+            f"let {name}: ({component}, {component}, {component}) = {function}::<{element}>();",
+        )
+        for axis, value in enumerate(results):
+            self.bind(value, f"{name}.{axis}", "tile", component)
         named = self.statement_names.get(id(op))
         if named is not None and len(live) == 1:
             alias = self.fresh(named)
             axis = results.index(live[0])
-            self.emit(scope, f"let {alias}: i32 = tile_to_scalar({name}.{axis});")
-            self.bind(live[0], alias, "scalar", "i32")
+            self.emit(scope, f"let {alias}: {element} = tile_to_scalar({name}.{axis});")
+            self.bind(live[0], alias, "scalar", element)
 
     # -- views ----------------------------------------------------------------------
 

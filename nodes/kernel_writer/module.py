@@ -65,15 +65,13 @@ FACT_HELPER_LINES = [
 ]
 
 
-RANK0 = "Tile<i32, { [] }>"
-
-
 def _grid_op(name: str, op: str, doc: str) -> list[str]:
+    component = "Tile<E, { [] }>"
     return [
         f"/// {doc}, as plain tiles: cutile-rs's `{op}()` adds",
         "/// `assume bounded<0, ?>` to each component, which cuTile Python does not.",
         f'#[cuda_tile::op(name = "cuda_tile.{op}", since = "V13_2", params = [])]',
-        f"fn {name}() -> ({RANK0}, {RANK0}, {RANK0}) {{",
+        f"fn {name}<E: ElementType>() -> ({component}, {component}, {component}) {{",
         f"{INDENT}unreachable!()",
         "}",
     ]
@@ -120,6 +118,23 @@ def _load_ptr_padded(rank: int) -> list[str]:
     ]
 
 
+def _constant_bits(width: str, rank: int) -> list[str]:
+    value_type = "i64" if width == "64" else "i32"
+    return [
+        "/// `constant` of an unsigned element from the signed spelling of its bits:",
+        "/// cutile-rs parses unsigned literals as signed and writes 0 past the signed max.",
+        '#[cuda_tile::op(name = "cuda_tile.constant", since = "V13_2", params = [], '
+        'attribute_params = ["value:dense"])]',
+        "#[allow(unused_variables)]",
+        f"fn constant_bits{width}_r{rank}<E: ElementType, const S: [i32; {rank}]>(",
+        f"{INDENT}value: {value_type},",
+        f"{INDENT}shape: Shape<S>,",
+        ") -> Tile<E, S> {",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
 def module_item(name: str) -> list[str]:
     """The module-level declaration a lifted body relies on."""
     if name == "tile_block_id":
@@ -128,6 +143,9 @@ def module_item(name: str) -> list[str]:
         return _grid_op(name, "get_num_tile_blocks", "The grid's size")
     if name.startswith("trunci_plain_r"):
         return _trunci_plain(int(name.removeprefix("trunci_plain_r")))
+    if name.startswith("constant_bits"):
+        width, _, rank = name.removeprefix("constant_bits").partition("_r")
+        return _constant_bits(width, int(rank))
     if name.startswith("load_ptr_padded_r"):
         return _load_ptr_padded(int(name.removeprefix("load_ptr_padded_r")))
     if name == "divisible":

@@ -16,8 +16,11 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +59,7 @@ from toolchain.reference_export import (
 from toolchain.rust_export import RustExporter
 
 KERNEL_FILE = "kernel.rs"
+VERIFY_WORKERS = 2  # the build machine's cores
 
 
 @dataclass
@@ -229,10 +233,44 @@ def _lift_file(
     kernel: str,
     names: SourceNames,
     scalar_constants: frozenset[int] = frozenset(),
+    check: _Check | None = None,
 ) -> LiftedKernel:
     module = parse_module(path.read_text())
-    lifter = Lifter(module.entries[0], plan.layouts, kernel, names, plan.facts, scalar_constants)
+    facts = plan.facts if check is None else _facts_of(plan, check)
+    lifter = Lifter(module.entries[0], plan.layouts, kernel, names, facts, scalar_constants)
     return lifter.lift()
+
+
+def _facts_of(plan: _VariantPlan, check: _Check) -> dict[int, tuple[int, str]]:
+    """The fact generics with the values `check`'s export states."""
+    out = {}
+    for arg, (_, name) in plan.facts.items():
+        out[arg] = (_fact_at(plan, check, arg), name)
+    return out
+
+
+def _fact_at(plan: _VariantPlan, check: _Check, arg_index: int) -> int:
+    index = 0
+    for layout in plan.layouts:
+        width = 1 if layout.kind == "scalar" else 1 + 2 * layout.ndim
+        if index <= arg_index < index + width and layout.kind == "array":
+            offset = arg_index - index
+            if offset == 0:
+                return _fact(check.spec, layout.name, "base")
+            if offset <= layout.ndim:
+                return _fact(check.spec, layout.name, f"shape{offset - 1}")
+            return _fact(check.spec, layout.name, f"stride{offset - 1 - layout.ndim}")
+        index += width
+    raise KeyError(arg_index)
+
+
+def _dense_generic(lines: list[str], used: list[str]) -> str | None:
+    """A generic left as the value of `constant(..)`, which cutile-rs rejects."""
+    for name in used:
+        pattern = re.compile(rf"constant\({generic_name(name)}\b")
+        if any(pattern.search(line) for line in lines):
+            return generic_name(name)
+    return None
 
 
 def _int_constants(specialisation: Specialisation) -> dict[str, int]:
@@ -309,6 +347,13 @@ class _Porter:
                     result = recover(base.body, probe.body, constants, probes)
                 self.timings["lift_s"] += time.perf_counter() - started
                 recovered_lines, used, reason = result.lines, result.used, result.reason
+                dense = _dense_generic(recovered_lines or [], used)
+                if dense is not None:
+                    recovered_lines = None
+                    reason = (
+                        f"a constant follows {dense} but is not an i32 scalar: cutile-rs "
+                        "takes only literals in constant(..)"
+                    )
             except ReferenceExportError as err:
                 recovered_lines, reason = None, f"the probe export failed: {err}"
             except Blocked as err:
@@ -364,8 +409,17 @@ class _Porter:
             entry_name = f"{self.spec.kernel}_{plan.variant.name}" + (
                 f"_{suffix}" if suffix else ""
             )
-            lifted = _lift_file(references / f"{checks[0].label}.loc.mlir", plan, entry_name,
-                                self.names)  # fmt: skip
+            group_base = max(
+                checks,
+                key=lambda c: (_base_preference(c, plan.generic_arrays), _fact_weight(c.spec)),
+            )
+            lifted = _lift_file(
+                references / f"{group_base.label}.loc.mlir",
+                plan,
+                entry_name,
+                self.names,
+                check=group_base,
+            )  # fmt: skip
             entry = self.entry_code(entry_name, plan, lifted, lifted.body, [])
             bindings = {name: str(value) for name, value in key}
             self.literal_entries.append(
@@ -397,26 +451,36 @@ class _Porter:
         return args
 
     def fact_value(self, plan: _VariantPlan, check: _Check, arg_index: int) -> int:
-        index = 0
-        for layout in plan.layouts:
-            width = 1 if layout.kind == "scalar" else 1 + 2 * layout.ndim
-            if index <= arg_index < index + width and layout.kind == "array":
-                offset = arg_index - index
-                if offset == 0:
-                    return _fact(check.spec, layout.name, "base")
-                if offset <= layout.ndim:
-                    return _fact(check.spec, layout.name, f"shape{offset - 1}")
-                return _fact(check.spec, layout.name, f"stride{offset - 1 - layout.ndim}")
-            index += width
-        raise KeyError(arg_index)
+        return _fact_at(plan, check, arg_index)
 
     def run(self) -> PortReport:
         started = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
-        plans = [_plan(self.spec, self.names, v) for v in self.spec.variants]
+        try:
+            return self.port(started)
+        finally:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def blocked(self, started: float, blocked: list[BlockedConstruct]) -> PortReport:
+        first = blocked[0]
+        summary = f"{first.op} at {first.location}: {first.missing}"
+        return self.report(KernelWriterVerdict.BLOCKED, blocked=blocked, started=started,
+                           summary=summary)  # fmt: skip
+
+    def port(self, started: float) -> PortReport:
+        try:
+            plans = [_plan(self.spec, self.names, v) for v in self.spec.variants]
+        except Blocked as err:
+            return self.blocked(started, [BlockedConstruct(op=err.op, location=err.location,
+                                                           missing=err.missing)])  # fmt: skip
         references = self.out / "reference"
         all_specs = [check.spec for plan in plans for check in plan.checks]
-        self.timed_export(all_specs, references, cubins=True)
+        try:
+            self.timed_export(all_specs, references, cubins=True)
+        except ReferenceExportError as err:
+            where = f"{err.error.file}:{err.error.line}" if err.error.file else self.spec.source
+            return self.blocked(started, [BlockedConstruct(op="reference export", location=where,
+                                                           missing=err.error.message)])  # fmt: skip
         lifted: list[_Lifted] = []
         blocked: list[BlockedConstruct] = []
         for plan in plans:
@@ -427,9 +491,7 @@ class _Porter:
                                                 missing=err.missing, variant=plan.variant.name))  # fmt: skip
         self.record_dtype_and_fact_generics(plans)
         if blocked:
-            return self.report(KernelWriterVerdict.BLOCKED, blocked=blocked, started=started,
-                               summary=f"{blocked[0].op} at {blocked[0].location}: "
-                               f"{blocked[0].missing}")  # fmt: skip
+            return self.blocked(started, blocked)
         kernel_rs = self.out / KERNEL_FILE
         header = [
             f"`{self.spec.kernel}` from `{self.spec.source}`, lifted from its Tile IR by tileport's",
@@ -502,16 +564,19 @@ class _Porter:
     def verify(
         self, lifted: list[_Lifted], plans: list[_VariantPlan], kernel_rs: Path, references: Path
     ) -> list[ConfigCheck]:
-        checks = []
+        """Check every configuration; exports share one resident exporter, and
+        the tileiras runs of two configurations overlap."""
         generated = self.out / "generated"
-        with RustExporter() as exporter:
+        with RustExporter() as exporter, ThreadPoolExecutor(max_workers=VERIFY_WORKERS) as pool:
+            futures = []
             for item in lifted:
                 plan = next(p for p in plans if p.variant.name == item.variant)
                 for check in item.checks:
                     reference_mlir = (references / f"{check.label}.mlir").read_text()
                     cubins = {t: references / f"{check.label}.{t}.cubin" for t in CUBIN_TARGETS}
-                    checks.append(
-                        check_config(
+                    futures.append(
+                        pool.submit(
+                            check_config,
                             exporter,
                             kernel_rs.resolve(),
                             item.entry.name,
@@ -524,7 +589,7 @@ class _Porter:
                             self.out,
                         )
                     )
-        return checks
+            return [future.result() for future in futures]
 
     def report(
         self,

@@ -156,3 +156,22 @@ def test_the_module_function_uses_the_default_library(
     with pytest.raises(wrapper.TileportDtypeError):
         wrapper.softmax(_torch_like("torch.float64"), _torch_like("torch.float64"))
     assert wrapper.default_library().path == library_file
+
+
+def test_inside_the_repository_load_rebuilds_lazily(
+    wrapper: ModuleType, library_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No path, no $TILEPORT_KERNELS_LIB, no library beside the wrapper: `load()` asks
+    the builder, which rebuilds under its lock only when a source is newer."""
+    from nodes.host_builder import library as builder
+
+    asked: list[bool] = []
+
+    def ensure_built(log_path: Path | None = None) -> Path:
+        asked.append(True)
+        return library_file
+
+    monkeypatch.delenv("TILEPORT_KERNELS_LIB", raising=False)
+    monkeypatch.setattr(builder, "ensure_built", ensure_built)
+    assert wrapper.load().path == library_file
+    assert asked == [True]

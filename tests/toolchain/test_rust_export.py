@@ -18,7 +18,7 @@ def softmax_request(tmp_path: Path, **overrides: object) -> RustExportRequest:
     fields: dict[str, object] = {
         "source": str(SOFTMAX_PORT),
         "kernel": "softmax_kernel",
-        "generics": ["1024"],
+        "generics": ["1024", "1"],
         "bytecode_out": str(tmp_path / "softmax.bytecode"),
     }
     fields.update(overrides)
@@ -36,7 +36,7 @@ def test_exports_ir_text_and_bytecode(tmp_path: Path) -> None:
 
 
 def test_generic_value_reaches_the_tile_shape(tmp_path: Path) -> None:
-    response = export_once(softmax_request(tmp_path, generics=["256"]))
+    response = export_once(softmax_request(tmp_path, generics=["256", "1"]))
     assert response.ok, response.error
     assert response.ir_text is not None
     assert "tile<1x256xf32>" in response.ir_text
@@ -45,7 +45,7 @@ def test_generic_value_reaches_the_tile_shape(tmp_path: Path) -> None:
 
 def test_resident_exporter_serves_many_requests(tmp_path: Path) -> None:
     with RustExporter() as exporter:
-        shapes = [exporter.export(softmax_request(tmp_path, generics=[str(n)])) for n in (64, 128)]
+        shapes = [exporter.export(softmax_request(tmp_path, generics=[str(n), "1"])) for n in (64, 128)]
     assert [r.ok for r in shapes] == [True, True]
 
 

@@ -1,4 +1,4 @@
-// MUTATION: an extra assume bounded<0, ?> on the grid index (noise)
+// MUTATION: an extra assume bounded<0, ?> on a load index (noise)
 // BASE: ../fixtures/softmax.mlir
 // EXPECT: noise nonneg_assume
 // EXPECT-NOT: critical
@@ -23,10 +23,10 @@ entry @softmax_kernel_Kt1_A2f32_1v4l0_2t1_p16_A2f32_1v4l0_2t1_p16_I1024(%arg0: t
   %assume_assume_assume_9 = assume div_by<4>, %assume_assume_8 : tile<i32>
   %tview_10 = make_tensor_view %assume_1, shape = [%assume_6, %assume_7], strides = [%assume_assume_assume_9, 1] : tile<i32> -> tensor_view<?x?xf32, strides=[?,1]>
   %blockId_x, %blockId_y, %blockId_z = get_tile_block_id : tile<i32>
-  %bid_nonneg = assume bounded<0, ?>, %blockId_x : tile<i32>
   %cst_0_i32 = constant <i32: 0> : tile<i32>
+  %col_nonneg = assume bounded<0, ?>, %cst_0_i32 : tile<i32>
   %pview = make_partition_view %tview : partition_view<tile=(1x1024), padding_value = neg_inf, tensor_view<?x?xf32, strides=[?,1]>>
-  %tile, %result_token = load_view_tko weak %pview[%bid_nonneg, %cst_0_i32] token = %0 : partition_view<tile=(1x1024), padding_value = neg_inf, tensor_view<?x?xf32, strides=[?,1]>>, tile<i32> -> tile<1x1024xf32>, token
+  %tile, %result_token = load_view_tko weak %pview[%blockId_x, %col_nonneg] token = %0 : partition_view<tile=(1x1024), padding_value = neg_inf, tensor_view<?x?xf32, strides=[?,1]>>, tile<i32> -> tile<1x1024xf32>, token
   %reduce = reduce %tile dim=1 identities=[0xFF800000 : f32] : tile<1x1024xf32> -> tile<1xf32> 
   (%reduce_lhs: tile<f32>, %reduce_rhs: tile<f32>) {
     %5 = maxf %reduce_lhs, %reduce_rhs : tile<f32>

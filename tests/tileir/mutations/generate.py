@@ -253,8 +253,23 @@ MUTATIONS = [
     Mutation(
         "extra_nonneg_assume",
         "softmax",
-        "an extra assume bounded<0, ?> on the grid index (noise)",
+        "an extra assume bounded<0, ?> on a load index (noise)",
         ["noise nonneg_assume"],
+        [
+            Edit(
+                "  %cst_0_i32 = constant <i32: 0> : tile<i32>\n",
+                "  %cst_0_i32 = constant <i32: 0> : tile<i32>\n"
+                "  %col_nonneg = assume bounded<0, ?>, %cst_0_i32 : tile<i32>\n",
+            ),
+            Edit("%pview[%blockId_x, %cst_0_i32]", "%pview[%blockId_x, %col_nonneg]"),
+        ],
+        extra=["// EXPECT-NOT: critical", "// EXPECT-NOT: warn", "// EXPECT-LEVEL: equivalent"],
+    ),
+    Mutation(
+        "grid_index_nonneg_assume",
+        "softmax",
+        "an assume bounded<0, ?> on the block id, as cutile-rs emits (canonically exact)",
+        ["exact", "noise nonneg_assume"],
         [
             Edit(
                 "  %blockId_x, %blockId_y, %blockId_z = get_tile_block_id : tile<i32>\n",
@@ -263,7 +278,7 @@ MUTATIONS = [
             ),
             Edit("%pview[%blockId_x, %cst_0_i32]", "%pview[%bid_nonneg, %cst_0_i32]"),
         ],
-        extra=["// EXPECT-NOT: critical", "// EXPECT-NOT: warn", "// EXPECT-LEVEL: equivalent"],
+        extra=["// EXPECT-NOT: critical", "// EXPECT-NOT: warn"],
     ),
     Mutation(
         "rename_values",

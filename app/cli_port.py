@@ -1,0 +1,70 @@
+"""`tileport port-kernel SPEC --out DIR`: the deterministic kernel writer.
+
+Writes DIR/kernel.rs, DIR/generated/<config>.mlir (the IR kernel.rs compiles
+to), DIR/reference/ (the reference exports) and DIR/port_report.json; prints
+the verdict, the recovered generics and one line per checked configuration.
+Exit status 0 only for COMPILED.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nodes.kernel_writer.stage import port_kernel
+from schemas.kernel_writer import REPORT_FILE, PortReport
+from schemas.port_spec import PortSpecError
+from schemas.verdicts import KernelWriterVerdict
+from toolchain.rust_export import ExporterUnavailable
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    port = commands.add_parser(
+        "port-kernel",
+        help="lift a kernel's Tile IR into cutile-rs and prove it (IR diff and SASS)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    port.add_argument("spec", type=Path, help="the kernel's <name>.port.yaml")
+    port.add_argument("--out", type=Path, required=True, help="output directory")
+    port.add_argument("--json", action="store_true", help="print the report as JSON")
+    port.set_defaults(handler=port_command)
+
+
+def render(report: PortReport) -> str:
+    lines = [f"{report.verdict}: {report.summary}"]
+    for generic in report.generics:
+        lines.append(f"  generic {generic.name} ({generic.kind}): {generic.how}")
+    for entry in report.literal_entries:
+        bound = ", ".join(f"{k}={v}" for k, v in entry.bindings.items())
+        lines.append(f"  literal entry {entry.entry} ({bound}): {entry.reason}")
+    for check in report.checks:
+        sass = ", ".join(
+            f"{t.target} {'identical' if t.sass_identical else 'differs'}" for t in check.targets
+        )
+        level = "exact" if check.exact else check.ir_level
+        detail = check.error or f"IR {level}; SASS {sass}"
+        lines.append(f"  {check.config}: {detail}")
+    for blocked in report.blocked:
+        lines.append(f"  BLOCKED {blocked.op} at {blocked.location}: {blocked.missing}")
+    t = report.timings
+    lines.append(
+        f"  time: reference export {t.reference_export_s:.1f} s, lift {t.lift_s:.2f} s, "
+        f"verify {t.verify_s:.1f} s, total {t.total_s:.1f} s; LLM tokens {report.llm_tokens}"
+    )
+    return "\n".join(lines)
+
+
+def port_command(args: argparse.Namespace) -> int:
+    try:
+        report = port_kernel(args.spec, args.out)
+    except PortSpecError as err:
+        print(err)
+        return 2
+    except ExporterUnavailable as err:
+        print(f"error: {err}")
+        return 2
+    print(report.model_dump_json(indent=2) if args.json else render(report))
+    if not args.json:
+        print(f"report: {args.out / REPORT_FILE}")
+    return 0 if report.verdict is KernelWriterVerdict.COMPILED else 1
