@@ -84,6 +84,7 @@ class Timings(_Strict):
     reference_export_s: float = 0.0
     lift_s: float = 0.0
     verify_s: float = 0.0
+    rustc_s: float = 0.0
     total_s: float = 0.0
 
 
@@ -98,6 +99,10 @@ class PortReport(_Strict):
     literal_entries: list[LiteralEntry] = Field(default_factory=list)
     checks: list[ConfigCheck] = Field(default_factory=list)
     blocked: list[BlockedConstruct] = Field(default_factory=list)
+    rustc_check: bool | None = Field(
+        None, description="kernel.rs built with rustc against cutile (None: not run)."
+    )
+    rustc_log: str = Field("", description="rustc's errors and warnings, when any.")
     timings: Timings = Field(default_factory=Timings)
     llm_tokens: int = Field(0, description="The lifter is deterministic: always zero.")
     notes: list[str] = Field(default_factory=list)
@@ -119,6 +124,8 @@ class PortReport(_Strict):
                 raise ValueError("COMPILED needs every check exact and SASS-identical")
             if self.blocked:
                 raise ValueError("COMPILED with blocked constructs")
+            if self.rustc_check is not True:
+                raise ValueError("COMPILED needs kernel.rs to build with rustc")
         if self.verdict is KernelWriterVerdict.BLOCKED and not self.blocked:
             raise ValueError("BLOCKED names no construct")
         return self

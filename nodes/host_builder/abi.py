@@ -253,9 +253,18 @@ class OperatorAbi:
 
     def c_declarations(self) -> list[str]:
         params = self._params()
-        launch = ", ".join([*params, "void *stream"])
-        plan = ", ".join([*params, "int32_t num_sms", f"{PLAN_TYPE} *plan"])
-        return [f"int32_t {self.symbol}({launch});", f"int32_t {self.plan_symbol}({plan});"]
+        return [
+            _c_function(self.symbol, [*params, "void *stream"]),
+            _c_function(self.plan_symbol, [*params, "int32_t num_sms", f"{PLAN_TYPE} *plan"]),
+        ]
+
+
+def _c_function(name: str, params: list[str]) -> str:
+    """One declaration, one parameter per line when it would not fit 100 columns."""
+    single = f"int32_t {name}({', '.join(params)});"
+    if len(single) <= 100:
+        return single
+    return f"int32_t {name}(\n" + ",\n".join(f"    {p}" for p in params) + "\n);"
 
 
 def _enum_cdef(name: str, prefix: str, members: list[tuple[str, int]]) -> str:

@@ -24,7 +24,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -324,16 +323,14 @@ def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
     functions = []
     for op in manifest.operators:
         names = [a.name for a in op.arrays] + [s.name for s in op.scalars]
-        arrays = "".join(f"{a.name}, " for a in op.arrays)
-        scalars = "".join(f"{s.name}, " for s in op.scalars)
         functions.append(
             {
                 "name": op.name,
                 "symbol": op.symbol,
                 "params": "".join(f"{n}: object, " for n in names) + "*, ",
-                "arrays": arrays,
-                "scalars": scalars,
-                "doc": f"the port of `{Path(op.spec).name}`; outputs are written in place.",
+                "arrays": _python_tuple([a.name for a in op.arrays]),
+                "scalars": _python_tuple([s.name for s in op.scalars]),
+                "doc": f"the port of `{Path(op.spec).name}`, in place.",
             }
         )
     operators = {
@@ -345,26 +342,38 @@ def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
         .get_template("wrapper.py.j2")
         .render(
             cdef=cdef,
-            fingerprint=hex(abi.fingerprint(cdef)),
+            fingerprint=f"0x{abi.fingerprint(cdef):016X}",
             abi_version=abi.ABI_VERSION,
             max_rank=abi.MAX_RANK,
             library_file=LIBRARY_FILE,
-            status_names=repr({s.value: s.name for s in abi.Status}),
-            dtype_codes=repr({d.spec_name: d.value for d in abi.DType}),
+            status_names=_python_literal({s.value: s.name for s in abi.Status}),
+            dtype_codes=_python_literal({d.spec_name: d.value for d in abi.DType}),
             operators=_python_literal(operators),
             operator_functions=functions,
         )
     )
 
 
-def _python_literal(value: object) -> str:
-    """JSON text is a Python literal once true/false/null are spelled Python's way."""
-    text = json.dumps(value, indent=4, sort_keys=True)
-    return re.sub(
-        r"\b(true|false|null)\b",
-        lambda m: {"true": "True", "false": "False", "null": "None"}[m.group(1)],
-        text,
-    )
+def _python_literal(value: object, depth: int = 0) -> str:
+    """A Python literal laid out as ruff formats it: one item per line with a trailing
+    comma (which ruff keeps exploded), double quotes, sorted keys."""
+    inner = "    " * (depth + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [
+            f"{inner}{_python_literal(key)}: {_python_literal(value[key], depth + 1)},"
+            for key in sorted(value, key=str)
+        ]
+        return "{\n" + "\n".join(items) + "\n" + "    " * depth + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        items = [f"{inner}{_python_literal(item, depth + 1)}," for item in value]
+        return "[\n" + "\n".join(items) + "\n" + "    " * depth + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
 
 
 def render_library(manifest: LibraryManifest) -> tuple[str, dict[Path, str]]:
@@ -384,6 +393,12 @@ def render_library(manifest: LibraryManifest) -> tuple[str, dict[Path, str]]:
         outputs[FFI_DIR / f"{binding.operator}.rs"] = generate_operator_rs(binding)
         outputs[PIPELINE_DIR / f"{binding.operator}.rs"] = pipeline_check_rs(binding)
     return cdef, outputs
+
+
+def _python_tuple(names: list[str]) -> str:
+    if len(names) == 1:
+        return f"({names[0]},)"
+    return f"({', '.join(names)})"
 
 
 def generate_library(manifest: LibraryManifest) -> GeneratedLibrary:

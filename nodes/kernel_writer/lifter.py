@@ -405,9 +405,10 @@ class Lifter:
         if binding is None:
             raise ValueError(f"value {self.resolved.values[value].name} used before definition")
         if want == "scalar" and binding.form == "tile":
-            return f"tile_to_scalar({binding.expr})"
+            element = self.element(value)
+            return f"tile_to_scalar::<{element}, {element}>({binding.expr})"
         if want == "tile" and binding.form == "scalar":
-            return f"scalar_to_tile({binding.expr})"
+            return f"scalar_to_tile::<{self.element(value)}>({binding.expr})"
         return binding.expr
 
     def form(self, value: int) -> Form:

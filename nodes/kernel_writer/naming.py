@@ -11,7 +11,6 @@ after what its op computes. Names are made unique per function.
 from __future__ import annotations
 
 import ast
-import keyword
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +128,7 @@ def snake(name: str) -> str:
     text = _IDENT.sub("_", text).strip("_") or "v"
     if text[0].isdigit():
         text = "v_" + text
-    if text in RUST_KEYWORDS or keyword.iskeyword(text):
+    if text in RUST_KEYWORDS:
         text += "_"
     return text
 

@@ -29,6 +29,7 @@ from nodes.kernel_writer.generics import generic_name, probe_values, recover
 from nodes.kernel_writer.lifter import Lifter, LiftedKernel, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
+from nodes.kernel_writer.rust_check import RustCheck, check_kernel_rs
 from nodes.kernel_writer.rust_types import DTYPE_ELEMENTS
 from nodes.kernel_writer.verify import check_config
 from schemas.kernel_writer import (
@@ -305,6 +306,7 @@ class _Porter:
         self.literal_entries: list[LiteralEntry] = []
         self.notes: list[str] = []
         self.work = Path(tempfile.mkdtemp(prefix="tileport-port-"))
+        self.rustc: RustCheck | None = None
 
     def timed_export(self, specs: list[Specialisation], out: Path, cubins: bool) -> ExportRecord:
         started = time.perf_counter()
@@ -462,6 +464,8 @@ class _Porter:
             shutil.rmtree(self.work, ignore_errors=True)
 
     def blocked(self, started: float, blocked: list[BlockedConstruct]) -> PortReport:
+        root = f"{self.source.parent}/"
+        blocked = [b.model_copy(update={"location": b.location.replace(root, "")}) for b in blocked]
         first = blocked[0]
         summary = f"{first.op} at {first.location}: {first.missing}"
         return self.report(KernelWriterVerdict.BLOCKED, blocked=blocked, started=started,
@@ -503,6 +507,10 @@ class _Porter:
         verify_started = time.perf_counter()
         checks = self.verify(lifted, plans, kernel_rs, references)
         self.timings["verify_s"] = time.perf_counter() - verify_started
+        rustc_started = time.perf_counter()
+        rustc = check_kernel_rs(kernel_rs)
+        self.timings["rustc_s"] = time.perf_counter() - rustc_started
+        self.rustc = rustc
         entries = [
             EntryInfo(
                 name=item.entry.name,
@@ -516,6 +524,9 @@ class _Porter:
         if failed:
             verdict = KernelWriterVerdict.FAIL_COMPILE
             summary = f"{failed[0].config}: {failed[0].error}"
+        elif not rustc.passed:
+            verdict = KernelWriterVerdict.FAIL_COMPILE
+            summary = "kernel.rs does not build with rustc: " + rustc.log.splitlines()[0]
         elif all(c.exact and c.sass_identical for c in checks):
             verdict = KernelWriterVerdict.COMPILED
             summary = f"{len(checks)} configuration(s) exact and SASS-identical"
@@ -606,6 +617,7 @@ class _Porter:
             reference_export_s=round(self.timings["reference_export_s"], 3),
             lift_s=round(self.timings["lift_s"], 3),
             verify_s=round(self.timings.get("verify_s", 0.0), 3),
+            rustc_s=round(self.timings.get("rustc_s", 0.0), 3),
             total_s=round(time.perf_counter() - started, 3),
         )
         report = PortReport(
@@ -620,6 +632,8 @@ class _Porter:
             checks=checks or [],
             blocked=blocked or [],
             timings=timings,
+            rustc_check=None if self.rustc is None else self.rustc.passed,
+            rustc_log=self.rustc.log if self.rustc is not None else "",
             notes=self.notes,
         )
         (self.out / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n")

@@ -4,6 +4,8 @@ the expression translator, and that the committed generated files are current.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -217,3 +219,16 @@ def test_committed_generated_files_are_current() -> None:
     """Every generated file equals what the manifest generates now: no hand edits, no
     generator change left unapplied (`python -m nodes.host_builder regenerate`)."""
     assert stale_generated() == []
+
+
+def test_generated_wrapper_is_lint_clean() -> None:
+    """The wrapper is generated already formatted and lint-clean, as ruff sees it."""
+    wrapper = REPO_ROOT / "kernels_rs" / "ported" / "python" / "tileport_kernels.py"
+    for command in (["format", "--check"], ["check"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, str(wrapper)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr

@@ -1,6 +1,6 @@
 """Fixtures of the service tests. Every test that uses the database (through
 `settings`, `context` or `client`) runs twice: on a SQLite file and on the real
-PostgreSQL (a schema of its own per session, dropped at the end; tables emptied
+PostgreSQL (a schema of its own per test run, dropped at the end; tables emptied
 between tests)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers shared by the service tests."""
+"""Functions shared by the service tests."""
 
 from __future__ import annotations
 

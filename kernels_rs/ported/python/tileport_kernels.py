@@ -75,15 +75,49 @@ size_t tileport_last_error(char *buffer, size_t capacity);
 int32_t tileport_selftest_panic(void);
 
 int32_t cutile_softmax(const tileport_tensor_t *x, const tileport_tensor_t *y, void *stream);
-int32_t cutile_softmax_plan(const tileport_tensor_t *x, const tileport_tensor_t *y, int32_t num_sms, tileport_plan_t *plan);
+int32_t cutile_softmax_plan(
+    const tileport_tensor_t *x,
+    const tileport_tensor_t *y,
+    int32_t num_sms,
+    tileport_plan_t *plan
+);
 """
 
-FINGERPRINT = 0x7cc88cff254ac025
+FINGERPRINT = 0x1214500A346CFB79
 ABI_VERSION = 1
 MAX_RANK = 4
 LIBRARY_FILE = "libtileport_kernels.so"
-STATUS = {0: 'OK', -1: 'NULL_DESCRIPTOR', -2: 'UNKNOWN_DTYPE', -3: 'UNSUPPORTED_DTYPE', -4: 'BAD_RANK', -5: 'BAD_SHAPE', -6: 'BAD_STRIDE', -7: 'MISALIGNED', -8: 'DEVICE', -9: 'LAUNCH', -10: 'PANIC'}
-DTYPE_CODES = {'bool': 1, 'int8': 2, 'int16': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'uint16': 7, 'uint32': 8, 'uint64': 9, 'float16': 10, 'bfloat16': 11, 'float32': 12, 'float64': 13, 'tfloat32': 14, 'float8_e4m3fn': 15, 'float8_e5m2': 16}
+STATUS = {
+    -1: "NULL_DESCRIPTOR",
+    -10: "PANIC",
+    -2: "UNKNOWN_DTYPE",
+    -3: "UNSUPPORTED_DTYPE",
+    -4: "BAD_RANK",
+    -5: "BAD_SHAPE",
+    -6: "BAD_STRIDE",
+    -7: "MISALIGNED",
+    -8: "DEVICE",
+    -9: "LAUNCH",
+    0: "OK",
+}
+DTYPE_CODES = {
+    "bfloat16": 11,
+    "bool": 1,
+    "float16": 10,
+    "float32": 12,
+    "float64": 13,
+    "float8_e4m3fn": 15,
+    "float8_e5m2": 16,
+    "int16": 3,
+    "int32": 4,
+    "int64": 5,
+    "int8": 2,
+    "tfloat32": 14,
+    "uint16": 7,
+    "uint32": 8,
+    "uint64": 9,
+    "uint8": 6,
+}
 OPERATORS: dict[str, dict[str, Any]] = {
     "softmax": {
         "arrays": [
@@ -91,55 +125,55 @@ OPERATORS: dict[str, dict[str, Any]] = {
                 "dims": [
                     {
                         "binds": "M",
-                        "equals": None
+                        "equals": None,
                     },
                     {
                         "binds": "N",
-                        "equals": None
-                    }
+                        "equals": None,
+                    },
                 ],
                 "dtypes": [
                     "float16",
                     "bfloat16",
-                    "float32"
+                    "float32",
                 ],
                 "name": "x",
                 "rank": 2,
                 "spec_dtypes": [
                     "float16",
                     "bfloat16",
-                    "float32"
+                    "float32",
                 ],
-                "unit_stride_dim": 1
+                "unit_stride_dim": 1,
             },
             {
                 "dims": [
                     {
                         "binds": None,
-                        "equals": "M"
+                        "equals": "M",
                     },
                     {
                         "binds": None,
-                        "equals": "N"
-                    }
+                        "equals": "N",
+                    },
                 ],
                 "dtypes": [
                     "float16",
                     "bfloat16",
-                    "float32"
+                    "float32",
                 ],
                 "name": "y",
                 "rank": 2,
                 "spec_dtypes": [
                     "float16",
                     "bfloat16",
-                    "float32"
+                    "float32",
                 ],
-                "unit_stride_dim": 1
-            }
+                "unit_stride_dim": 1,
+            },
         ],
-        "scalars": []
-    }
+        "scalars": [],
+    },
 }
 
 _TYPESTR_DTYPES = {
@@ -380,7 +414,9 @@ def _check_array(
 ) -> None:
     name = param["name"]
     if tensor.dtype not in DTYPE_CODES:
-        raise TileportDtypeError(f"{operator}: `{name}` has dtype {tensor.dtype}, unknown to the ABI")
+        raise TileportDtypeError(
+            f"{operator}: `{name}` has dtype {tensor.dtype}, unknown to the ABI"
+        )
     if tensor.dtype not in param["dtypes"]:
         lacking = [d for d in param["spec_dtypes"] if d not in param["dtypes"]]
         note = f" (the spec also allows {', '.join(lacking)}: not ported)" if lacking else ""
@@ -441,5 +477,5 @@ def default_library() -> Library:
 
 
 def softmax(x: object, y: object, *, stream: object = None) -> None:
-    """Launches `cutile_softmax`: the port of `softmax.port.yaml`; outputs are written in place."""
-    default_library().call("softmax", (x, y, ), (), stream)
+    """Launches `cutile_softmax`: the port of `softmax.port.yaml`, in place."""
+    default_library().call("softmax", (x, y), (), stream)

@@ -10,7 +10,8 @@ pub mod kernels;
 pub mod softmax;
 
 /// The cffi declarations of this library, the single source of truth of its ABI.
-pub static CDEF: &CStr = cr#"/* tileport C ABI version 1: generated from nodes/host_builder/abi.py */
+pub static CDEF: &CStr =
+    cr#"/* tileport C ABI version 1: generated from nodes/host_builder/abi.py */
 enum tileport_status {
     TILEPORT_OK = 0,
     TILEPORT_NULL_DESCRIPTOR = -1,
@@ -64,11 +65,16 @@ size_t tileport_last_error(char *buffer, size_t capacity);
 int32_t tileport_selftest_panic(void);
 
 int32_t cutile_softmax(const tileport_tensor_t *x, const tileport_tensor_t *y, void *stream);
-int32_t cutile_softmax_plan(const tileport_tensor_t *x, const tileport_tensor_t *y, int32_t num_sms, tileport_plan_t *plan);
+int32_t cutile_softmax_plan(
+    const tileport_tensor_t *x,
+    const tileport_tensor_t *y,
+    int32_t num_sms,
+    tileport_plan_t *plan
+);
 "#;
 
 /// The fingerprint of CDEF; the Python wrapper refuses a library whose differs.
-pub const FINGERPRINT: u64 = 0x7cc88cff254ac025;
+pub const FINGERPRINT: u64 = 0x1214500a346cfb79;
 
 /// The fingerprint of the cdef this library was generated from.
 #[no_mangle]

@@ -1,0 +1,69 @@
+"""Port every kernel of a corpus and print one table row per kernel: verdict,
+configurations checked, exact / SASS-identical counts and the time of each
+phase (reference export, lift, verification, rustc check, total).
+
+    python -m nodes.kernel_writer.bench examples/kernels [--out DIR] [--only NAME ...]
+
+The figures in docs/KERNEL_WRITER.md come from this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+from nodes.kernel_writer.stage import port_kernel
+from schemas.kernel_writer import PortReport
+
+HEADER = (
+    "| kernel | verdict | configs | exact | SASS-identical (sm_90, sm_100) | generics | "
+    "reference export s | lift s | verify s | rustc s | total s |\n"
+    "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+)
+
+
+def row(name: str, report: PortReport) -> str:
+    checks = report.checks
+    exact = sum(c.exact for c in checks)
+    sass = sum(c.sass_identical for c in checks)
+    generics = ", ".join(g.name for g in report.generics if g.kind != "fact")
+    facts = sum(g.kind == "fact" for g in report.generics)
+    if facts:
+        generics += f" (+{facts} fact)" if generics else f"{facts} fact"
+    if report.literal_entries:
+        generics += f"; {len(report.literal_entries)} literal entry"
+    t = report.timings
+    verdict = report.verdict.value
+    if report.blocked:
+        verdict += f": {report.blocked[0].op}"
+    return (
+        f"| {name} | {verdict} | {len(checks)} | {exact} | {sass} | {generics or '-'} | "
+        f"{t.reference_export_s:.1f} | {t.lift_s:.2f} | {t.verify_s:.1f} | {t.rustc_s:.1f} | "
+        f"{t.total_s:.1f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path, help="directory of <name>.port.yaml specs")
+    parser.add_argument("--out", type=Path, help="keep each port under DIR/<name>")
+    parser.add_argument("--only", action="append", default=[], help="port only these kernels")
+    args = parser.parse_args(argv)
+    specs = sorted(args.corpus.glob("*.port.yaml"))
+    if args.only:
+        specs = [s for s in specs if s.name.removesuffix(".port.yaml") in args.only]
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}")
+    print(HEADER)
+    with tempfile.TemporaryDirectory(prefix="tileport-bench-") as tmp:
+        root = args.out or Path(tmp)
+        for spec in specs:
+            name = spec.name.removesuffix(".port.yaml")
+            print(row(name, port_kernel(spec, root / name)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""The in-Rust check: build kernel.rs with rustc against the pinned cutile crate.
+
+The exporter compiles a kernel from its syntax tree without type-checking it;
+rustc is what the host stage's library build will run. The check builds a
+scratch crate holding only kernel.rs, with the workspace's Cargo.lock and the
+shared cargo target directory, so the cutile dependency is already compiled
+and the check costs seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolchain.env import KERNELS_RS, toolchain_env
+
+CRATE_NAME = "tileport-kernel-check"
+MANIFEST = """[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2021"
+
+[lib]
+path = "lib.rs"
+crate-type = ["rlib"]
+
+[dependencies]
+cutile = "=0.5.0"
+
+[profile.release]
+debug = false
+"""
+
+
+@dataclass(frozen=True)
+class RustCheck:
+    passed: bool
+    log: str
+
+
+def check_kernel_rs(kernel_rs: Path, timeout_s: float = 600.0) -> RustCheck:
+    """`cargo build --release` of a crate whose lib is `kernel_rs`."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        return RustCheck(False, "cargo not found")
+    with tempfile.TemporaryDirectory(prefix="tileport-rustc-") as tmp:
+        crate = Path(tmp)
+        (crate / "Cargo.toml").write_text(MANIFEST.format(name=CRATE_NAME))
+        lock = KERNELS_RS / "Cargo.lock"
+        if lock.exists():
+            shutil.copyfile(lock, crate / "Cargo.lock")
+        shutil.copyfile(kernel_rs, crate / "lib.rs")
+        try:
+            done = subprocess.run(
+                [cargo, "build", "--release", "--quiet", "--offline"],
+                cwd=crate,
+                env=toolchain_env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired:
+            return RustCheck(False, f"cargo build took longer than {timeout_s:.0f} s")
+    log = (done.stderr + done.stdout).replace(str(crate), "<crate>").strip()
+    return RustCheck(done.returncode == 0, log)
