@@ -20,9 +20,6 @@ class Dispatcher(Protocol):
     def dispatch(self, conversion_id: str) -> None:
         """Tell the workers a conversion is queued (its row is already committed)."""
 
-    def revoke(self, conversion_id: str) -> None:
-        """Drop a queued conversion from the broker, where there is one."""
-
     def ping(self) -> None:
         """Raise when the workers cannot be reached (used by /readyz)."""
 
@@ -31,9 +28,6 @@ class TableQueueDispatcher:
     """Embedded mode: the conversions table is the queue and workers poll it."""
 
     def dispatch(self, conversion_id: str) -> None:
-        return None
-
-    def revoke(self, conversion_id: str) -> None:
         return None
 
     def ping(self) -> None:
@@ -59,6 +53,7 @@ def count_by_status(sessions: sessionmaker[Session]) -> dict[str, int]:
 
 def default_dispatcher(settings: Settings) -> Dispatcher:
     if settings.worker_mode is WorkerMode.CELERY:
+        # Imported here: the embedded mode never needs Celery loaded.
         from app.worker.celery_app import CeleryDispatcher
 
         return CeleryDispatcher(settings)

@@ -51,9 +51,6 @@ class Settings(BaseModel):
     poll_s: float = Field(1.0, gt=0, description="WORKER_POLL_S")
     max_attempts: int = Field(3, gt=0, description="WORKER_MAX_ATTEMPTS per conversion")
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="BROKER_URL")
-    gpu_archs: list[str] = Field(
-        default_factory=lambda: ["sm_90"], description="GPU_ARCHS: GPU queues to route to"
-    )
     no_gpu: bool = Field(False, description="TILEPORT_NO_GPU: runs skip GPU stages")
 
     @field_validator("github_api_url")
@@ -93,7 +90,6 @@ ENV_FIELDS: dict[str, str] = {
     "WORKER_POLL_S": "poll_s",
     "WORKER_MAX_ATTEMPTS": "max_attempts",
     "BROKER_URL": "broker_url",
-    "GPU_ARCHS": "gpu_archs",
     "TILEPORT_NO_GPU": "no_gpu",
 }
 
@@ -112,8 +108,6 @@ def parse_tokens(text: str) -> dict[str, str]:
 def _convert(field: str, raw: str) -> Any:
     if field == "api_tokens":
         return parse_tokens(raw)
-    if field == "gpu_archs":
-        return [arch.strip() for arch in raw.split(",") if arch.strip()]
     if field == "no_gpu":
         return raw.strip().lower() in {"1", "true", "yes", "on"}
     return raw

@@ -116,7 +116,8 @@ def variant_view(name: str, reference: str, generated: str) -> VariantView:
         text_a = left[a - 1] if a else ""
         text_b = right[b - 1] if b else ""
         mark = marks_left.get(a or 0) or marks_right.get(b or 0) or ""
-        if not mark and text_a != text_b:
+        # Equal canonical forms: the texts differ only in names and dead constants.
+        if not mark and text_a != text_b and not (report and report.exact):
             mark = "changed"
         rows.append(DiffRow(a, text_a, b, text_b, mark))
     if report is None:

@@ -73,15 +73,6 @@ class CeleryDispatcher:
             ignore_result=True,
         )
 
-    def revoke(self, conversion_id: str) -> None:
-        # A queued task finds its conversion cancelled when it tries to claim it.
-        return None
-
-    def queue_length(self) -> int:
-        with self.celery.connection_for_write() as connection, connection.channel() as channel:
-            declared = channel.queue_declare(queue=CPU_QUEUE, passive=True)
-            return int(declared.message_count)
-
     def ping(self) -> None:
         with self.celery.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1)

@@ -231,7 +231,12 @@ def operator_entry(
 
 
 def _repo_relative(path: Path) -> str:
-    return path.resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+    """In-repo specs are recorded relative to the repository; a spec from
+    elsewhere (a service run's input folder) keeps its absolute path."""
+    resolved = path.resolve()
+    if resolved.is_relative_to(REPO_ROOT.resolve()):
+        return resolved.relative_to(REPO_ROOT.resolve()).as_posix()
+    return resolved.as_posix()
 
 
 def binding_of(operator: LibraryOperator) -> OperatorBinding:

@@ -14,6 +14,7 @@ that follows the configuration's dtype is spelt `E`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodes.kernel_writer.errors import Blocked
@@ -24,12 +25,44 @@ from tileir.types import parse_tensor_view, parse_view
 
 SAME_TYPE_OPS = frozenset(
     {
-        "addi", "subi", "muli", "divi", "remi", "mini", "maxi", "andi", "ori", "xori",
-        "shli", "shri", "negi", "absi", "addf", "subf", "mulf", "divf", "remf", "maxf",
-        "minf", "fma", "negf", "absf", "exp", "exp2", "log", "log2", "rsqrt", "sqrt",
-        "tanh", "sin", "cos", "floor", "ceil", "pow",
+        "addi",
+        "subi",
+        "muli",
+        "divi",
+        "remi",
+        "mini",
+        "maxi",
+        "andi",
+        "ori",
+        "xori",
+        "shli",
+        "shri",
+        "negi",
+        "absi",
+        "addf",
+        "subf",
+        "mulf",
+        "divf",
+        "remf",
+        "maxf",
+        "minf",
+        "fma",
+        "negf",
+        "absf",
+        "exp",
+        "exp2",
+        "log",
+        "log2",
+        "rsqrt",
+        "sqrt",
+        "tanh",
+        "sin",
+        "cos",
+        "floor",
+        "ceil",
+        "pow",
     }
-)  # fmt: skip
+)
 SHAPE_OPS = frozenset({"reshape", "broadcast", "permute", "extract", "assume", "offset"})
 SIGNED_OPERAND_OPS = frozenset({"cmpi", "divi", "remi", "mini", "maxi", "shri", "exti", "itof"})
 
@@ -222,10 +255,12 @@ def infer_elements(
     return out
 
 
-def _pin_op(op: Op, resolved: Resolved, classes: dict[int, _Class], find: object) -> None:
+def _pin_op(
+    op: Op, resolved: Resolved, classes: dict[int, _Class], find: Callable[[int], int]
+) -> None:
     sign = op.attributes.get("signedness")
     operands = resolved.operand_ids(op)
     if sign is not None and op.name in SIGNED_OPERAND_OPS and operands:
-        _pin(classes, find(operands[0]), sign, op)  # type: ignore[operator]
+        _pin(classes, find(operands[0]), sign, op)
     if op.name == "ftoi" and sign is not None:
-        _pin(classes, find(resolved.result_ids(op)[0]), sign, op)  # type: ignore[operator]
+        _pin(classes, find(resolved.result_ids(op)[0]), sign, op)

@@ -99,22 +99,56 @@ ATOMIC_MODE = {
     "xchg": "atomic::Xchg",
 }
 BINARY_OPERATORS = {
-    "addi": "+", "subi": "-", "muli": "*", "divi": "/", "remi": "%", "andi": "&", "ori": "|",
-    "xori": "^", "shli": "<<", "shri": ">>", "addf": "+", "subf": "-", "mulf": "*", "divf": "/",
-}  # fmt: skip
+    "addi": "+",
+    "subi": "-",
+    "muli": "*",
+    "divi": "/",
+    "remi": "%",
+    "andi": "&",
+    "ori": "|",
+    "xori": "^",
+    "shli": "<<",
+    "shri": ">>",
+    "addf": "+",
+    "subf": "-",
+    "mulf": "*",
+    "divf": "/",
+}
 REDUCE_HELPERS = {
-    "addf": "reduce_sum", "addi": "reduce_sum", "mulf": "reduce_prod", "muli": "reduce_prod",
-    "maxf": "reduce_max", "maxi": "reduce_max", "minf": "reduce_min", "mini": "reduce_min",
-}  # fmt: skip
+    "addf": "reduce_sum",
+    "addi": "reduce_sum",
+    "mulf": "reduce_prod",
+    "muli": "reduce_prod",
+    "maxf": "reduce_max",
+    "maxi": "reduce_max",
+    "minf": "reduce_min",
+    "mini": "reduce_min",
+}
 UNARY_MATH = frozenset({"negf", "absf", "log", "log2", "sin", "cos", "floor", "ceil"})
 FTZ_UNARY = frozenset({"exp2", "rsqrt"})
 OP_NAMES = {
-    "load_view_tko": "tile", "load_ptr_tko": "loaded", "reduce": "reduced", "scan": "scanned",
-    "reshape": "reshaped", "broadcast": "bcast", "mmaf": "acc", "iota": "lanes",
-    "offset": "ptrs", "select": "picked", "cmpi": "cond", "cmpf": "cond", "exti": "wide",
-    "trunci": "narrow", "ftof": "converted", "itof": "as_float", "permute": "permuted",
-    "extract": "part", "constant": "cst", "join_tokens": "joined", "int_to_ptr": "ptr",
-}  # fmt: skip
+    "load_view_tko": "tile",
+    "load_ptr_tko": "loaded",
+    "reduce": "reduced",
+    "scan": "scanned",
+    "reshape": "reshaped",
+    "broadcast": "bcast",
+    "mmaf": "acc",
+    "iota": "lanes",
+    "offset": "ptrs",
+    "select": "picked",
+    "cmpi": "cond",
+    "cmpf": "cond",
+    "exti": "wide",
+    "trunci": "narrow",
+    "ftof": "converted",
+    "itof": "as_float",
+    "permute": "permuted",
+    "extract": "part",
+    "constant": "cst",
+    "join_tokens": "joined",
+    "int_to_ptr": "ptr",
+}
 
 
 @dataclass(frozen=True)
@@ -214,7 +248,9 @@ class Lifter:
             uses_element_generic=self.generic_element,
         )
 
-    def typed_params(self, signature: list[str], preamble: list[str]) -> tuple[list[str], list[str]]:
+    def typed_params(
+        self, signature: list[str], preamble: list[str]
+    ) -> tuple[list[str], list[str]]:
         """Put the inferred Rust element type (its sign) into `{value}` holes."""
         out = []
         for value in self.resolved.entry_args:
@@ -420,8 +456,16 @@ class Lifter:
     def is_live(self, value: int) -> bool:
         return self.resolved.use_count[value] > 0
 
-    def let(self, scope: _Scope, op: Op, value: int, form: Form, rust_type: str, rhs: str,
-            base: str | None = None) -> None:  # fmt: skip
+    def let(
+        self,
+        scope: _Scope,
+        op: Op,
+        value: int,
+        form: Form,
+        rust_type: str,
+        rhs: str,
+        base: str | None = None,
+    ) -> None:
         """`let name: type = rhs;` for the value, naming it after the source."""
         name = self.shadow_name(op, base or self.base_name(op))
         if not self.is_live(value):
@@ -1167,10 +1211,12 @@ class Lifter:
         """`name = value;` for each carried variable, through temporaries when a
         new value is another carried variable's old one."""
         exprs = []
-        for name, value in zip(names, values, strict=True):
-            form = self.bindings[value].form
-            want: Literal["scalar", "tile", "any"] = "scalar" if form == "scalar" else "any"
-            exprs.append(self.use(value, want) if form != "tile" else self.use(value))
+        for value in values:
+            form, _ = self.carried_type(value)
+            want: Literal["scalar", "tile", "any"] = "any"
+            if form in ("scalar", "tile"):
+                want = "scalar" if form == "scalar" else "tile"
+            exprs.append(self.use(value, want))
         needs_temps = any(
             expr in names and expr != name for name, expr in zip(names, exprs, strict=True)
         )
@@ -1390,7 +1436,8 @@ def _identities(op: Op) -> str:
     from tileir import attrs
 
     text = op.attributes.get("identities", "").strip().strip("[]")
-    element = tile_info(op.operand_types[0]).element if op.operand_types else ""
+    info = tile_info(op.operand_types[0]) if op.operand_types else None
+    element = info.element if info is not None else ""
     values = []
     for part in text.split(","):
         value, _, type_name = part.partition(":")

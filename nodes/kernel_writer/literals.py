@@ -41,7 +41,7 @@ def _round_trips(text: str, value: float, element: str) -> bool:
     candidate = float(text)
     if element == "bf16":
         packed = struct.unpack("<I", struct.pack("<f", candidate))[0] >> 16
-        return packed == struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+        return bool(packed == struct.unpack("<I", struct.pack("<f", value))[0] >> 16)
     fmt, _ = _FLOAT_WIDTH[element]
     return struct.pack("<" + fmt, candidate) == struct.pack("<" + fmt, value)
 

@@ -186,7 +186,7 @@ OP_TABLE: tuple[OpMapping, ...] = (
     ),
     OpMapping(
         "andi", "a & b (also on bool tiles)", "none", (_ints(r"andi .* : tile<64xi1>"),), "operator"
-    ),  # fmt: skip
+    ),
     OpMapping("ori", "a | b", "none", (_ints(r"ori .* : tile<64xi32>"),), "operator"),
     OpMapping("xori", "a ^ b", "none", (_ints(r"xori .* : tile<64xi1>"),), "operator"),
     OpMapping(
@@ -236,7 +236,7 @@ OP_TABLE: tuple[OpMapping, ...] = (
     OpMapping(
         "trunci",
         "trunci(x, overflow::X); without flags trunci_plain_rN(x), declared by the module "
-        "with `named_attributes = [\"overflow=none\"]`",
+        'with `named_attributes = ["overflow=none"]`',
         "overflow flags",
         (
             _ints(r"trunci .* overflow<no_signed_wrap> : tile<64xi32> -> tile<64xi16>"),
@@ -418,7 +418,7 @@ OP_TABLE: tuple[OpMapping, ...] = (
             _views(
                 r"load_view_tko weak .* optimization_hints = <sm_90 = \{allow_tma = false, "
                 r"latency = 4\}>"
-            ),  # fmt: skip
+            ),
             _views(r"load_view_tko relaxed device"),
         ),
         gaps=("G6",),
@@ -528,15 +528,70 @@ SUPPORTED_OPS: frozenset[str] = frozenset(mapping.op for mapping in OP_TABLE)
 
 # The 63 ops production cuTile kernels of this class emit (issue 3).
 VOCABULARY: tuple[str, ...] = (
-    "make_token", "assume", "constant", "return", "get_tile_block_id", "reshape", "addi",
-    "broadcast", "cmpi", "muli", "ftof", "mulf", "addf", "iota", "andi", "for", "divf",
-    "make_tensor_view", "make_partition_view", "load_view_tko", "continue", "exti", "offset",
-    "store_view_tko", "yield", "divi", "fma", "reduce", "select", "subf", "store_ptr_tko",
-    "load_ptr_tko", "negf", "mmaf", "xori", "remi", "maxf", "exp", "mini", "exp2", "permute",
-    "subi", "maxi", "get_num_tile_blocks", "if", "rsqrt", "join_tokens", "log2", "itof",
-    "extract", "tanh", "scan", "cmpf", "ori", "trunci", "int_to_ptr", "get_index_space_shape",
-    "loop", "break", "log", "absf", "shri", "shli",
-)  # fmt: skip
+    "make_token",
+    "assume",
+    "constant",
+    "return",
+    "get_tile_block_id",
+    "reshape",
+    "addi",
+    "broadcast",
+    "cmpi",
+    "muli",
+    "ftof",
+    "mulf",
+    "addf",
+    "iota",
+    "andi",
+    "for",
+    "divf",
+    "make_tensor_view",
+    "make_partition_view",
+    "load_view_tko",
+    "continue",
+    "exti",
+    "offset",
+    "store_view_tko",
+    "yield",
+    "divi",
+    "fma",
+    "reduce",
+    "select",
+    "subf",
+    "store_ptr_tko",
+    "load_ptr_tko",
+    "negf",
+    "mmaf",
+    "xori",
+    "remi",
+    "maxf",
+    "exp",
+    "mini",
+    "exp2",
+    "permute",
+    "subi",
+    "maxi",
+    "get_num_tile_blocks",
+    "if",
+    "rsqrt",
+    "join_tokens",
+    "log2",
+    "itof",
+    "extract",
+    "tanh",
+    "scan",
+    "cmpf",
+    "ori",
+    "trunci",
+    "int_to_ptr",
+    "get_index_space_shape",
+    "loop",
+    "break",
+    "log",
+    "absf",
+    "shri",
+    "shli",
+)
 
 
 def mapping(op: str) -> OpMapping:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import generic_name, probe_values, recover
-from nodes.kernel_writer.lifter import Lifter, LiftedKernel, ParamLayout
+from nodes.kernel_writer.lifter import LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
 from nodes.kernel_writer.rust_check import RustCheck, check_kernel_rs
@@ -105,8 +105,9 @@ def _configs_of(spec: PortSpec, variant: Variant) -> list[ResolvedConfig]:
 
 
 def _check_key(specialisation: Specialisation) -> str:
-    return json.dumps(specialisation.model_dump(exclude={"variant", "config", "grid"}),
-                      sort_keys=True)  # fmt: skip
+    return json.dumps(
+        specialisation.model_dump(exclude={"variant", "config", "grid"}), sort_keys=True
+    )
 
 
 def _fact_weight(specialisation: Specialisation) -> int:
@@ -215,15 +216,13 @@ def _base_preference(check: _Check, generic_arrays: set[str]) -> int:
 # -- lifting -------------------------------------------------------------------------
 
 
-def _export(
-    source: Path, spec: PortSpec, specs: list[Specialisation], out: Path, cubins: bool
-) -> ExportRecord:
+def _export(source: Path, spec: PortSpec, specs: list[Specialisation], out: Path) -> ExportRecord:
     return export_reference(
         source,
         spec.kernel,
         specs,
         out,
-        cubin_targets=CUBIN_TARGETS if cubins else (),
+        cubin_targets=(),  # verification assembles both sides itself, alike
         entry_symbol=spec.entry_symbol,
     )
 
@@ -308,10 +307,10 @@ class _Porter:
         self.work = Path(tempfile.mkdtemp(prefix="tileport-port-"))
         self.rustc: RustCheck | None = None
 
-    def timed_export(self, specs: list[Specialisation], out: Path, cubins: bool) -> ExportRecord:
+    def timed_export(self, specs: list[Specialisation], out: Path) -> ExportRecord:
         started = time.perf_counter()
         try:
-            return _export(self.source, self.spec, specs, out, cubins)
+            return _export(self.source, self.spec, specs, out)
         finally:
             self.timings["reference_export_s"] += time.perf_counter() - started
 
@@ -333,15 +332,16 @@ class _Porter:
             probe_spec = _with_constants(plan.base.spec, probes, probe_label)
             probe_dir = self.work / f"{plan.variant.name}-probe"
             try:
-                self.timed_export([probe_spec], probe_dir, cubins=False)
+                self.timed_export([probe_spec], probe_dir)
                 started = time.perf_counter()
                 probe_file = probe_dir / f"{probe_label}.loc.mlir"
                 probe = _lift_file(probe_file, plan, kernel, self.names)
                 result = recover(base.body, probe.body, constants, probes)
                 generic_constants = frozenset(
-                    base.constant_lines[line] for line in result.moved_lines
+                    base.constant_lines[line]
+                    for line in result.moved_lines
                     if line in base.constant_lines
-                )  # fmt: skip
+                )
                 if result.lines is not None and generic_constants:
                     # Constants whose value is a generic: spelt as scalars, re-lifted.
                     base = _lift_file(base_file, plan, kernel, self.names, generic_constants)
@@ -362,6 +362,8 @@ class _Porter:
                 recovered_lines, reason = None, f"the probe did not lift: {err}"
             if recovered_lines is not None:
                 for name in used:
+                    if any(g.name == generic_name(name) for g in self.generics):
+                        continue
                     self.generics.append(
                         RecoveredGeneric(
                             name=generic_name(name),
@@ -393,8 +395,10 @@ class _Porter:
         for _, generic in sorted(plan.facts.values(), key=lambda f: f[1]):
             if generic in text and all(g.name != generic for g in generics):
                 generics.append(GenericParam(generic, "const"))
-        doc = [f"Variant `{plan.variant.name}` of `{self.spec.kernel}`; dispatch: "
-               f"`{plan.variant.when}`."]  # fmt: skip
+        doc = [
+            f"Variant `{plan.variant.name}` of `{self.spec.kernel}`; dispatch: "
+            f"`{plan.variant.when}`."
+        ]
         return EntryCode(name, lifted, generics, doc, lines)
 
     def literal_variant(
@@ -421,13 +425,13 @@ class _Porter:
                 entry_name,
                 self.names,
                 check=group_base,
-            )  # fmt: skip
+            )
             entry = self.entry_code(entry_name, plan, lifted, lifted.body, [])
             bindings = {name: str(value) for name, value in key}
             self.literal_entries.append(
                 LiteralEntry(
                     entry=entry_name, variant=plan.variant.name, bindings=bindings, reason=reason
-                )  # fmt: skip
+                )
             )
             out.append(_Lifted(entry, plan.variant.name, [], bindings, checks))
         return out
@@ -468,38 +472,53 @@ class _Porter:
         blocked = [b.model_copy(update={"location": b.location.replace(root, "")}) for b in blocked]
         first = blocked[0]
         summary = f"{first.op} at {first.location}: {first.missing}"
-        return self.report(KernelWriterVerdict.BLOCKED, blocked=blocked, started=started,
-                           summary=summary)  # fmt: skip
+        return self.report(
+            KernelWriterVerdict.BLOCKED, blocked=blocked, started=started, summary=summary
+        )
 
     def port(self, started: float) -> PortReport:
         try:
             plans = [_plan(self.spec, self.names, v) for v in self.spec.variants]
         except Blocked as err:
-            return self.blocked(started, [BlockedConstruct(op=err.op, location=err.location,
-                                                           missing=err.missing)])  # fmt: skip
+            return self.blocked(
+                started, [BlockedConstruct(op=err.op, location=err.location, missing=err.missing)]
+            )
         references = self.out / "reference"
         all_specs = [check.spec for plan in plans for check in plan.checks]
         try:
-            self.timed_export(all_specs, references, cubins=True)
+            self.timed_export(all_specs, references)
         except ReferenceExportError as err:
             where = f"{err.error.file}:{err.error.line}" if err.error.file else self.spec.source
-            return self.blocked(started, [BlockedConstruct(op="reference export", location=where,
-                                                           missing=err.error.message)])  # fmt: skip
+            return self.blocked(
+                started,
+                [
+                    BlockedConstruct(
+                        op="reference export", location=where, missing=err.error.message
+                    )
+                ],
+            )
         lifted: list[_Lifted] = []
         blocked: list[BlockedConstruct] = []
         for plan in plans:
             try:
                 lifted += self.lift_variant(plan, references)
             except Blocked as err:
-                blocked.append(BlockedConstruct(op=err.op, location=err.location,
-                                                missing=err.missing, variant=plan.variant.name))  # fmt: skip
+                blocked.append(
+                    BlockedConstruct(
+                        op=err.op,
+                        location=err.location,
+                        missing=err.missing,
+                        variant=plan.variant.name,
+                    )
+                )
         self.record_dtype_and_fact_generics(plans)
         if blocked:
             return self.blocked(started, blocked)
         kernel_rs = self.out / KERNEL_FILE
         header = [
-            f"`{self.spec.kernel}` from `{self.spec.source}`, lifted from its Tile IR by tileport's",
-            "kernel writer (deterministic, no LLM). Each entry reproduces its reference's IR.",
+            f"`{self.spec.kernel}` from `{self.spec.source}`, lifted from its Tile IR by",
+            "tileport's kernel writer (deterministic, no LLM). Each entry reproduces its",
+            "reference's Tile IR; port_report.json has the proof per configuration.",
         ]
         kernel_rs.write_text(
             render_module(self.spec.kernel, header, [item.entry for item in lifted])
@@ -533,25 +552,30 @@ class _Porter:
         else:
             verdict = KernelWriterVerdict.FAIL_FIXABLE
             worst = next(c for c in checks if not (c.exact and c.sass_identical))
-            summary = (
-                f"{worst.config}: IR {worst.ir_level}, SASS "
-                + ", ".join(
-                    f"{t.target} {'identical' if t.sass_identical else 'differs'}"
-                    for t in worst.targets
-                )  # fmt: skip
+            summary = f"{worst.config}: IR {worst.ir_level}, SASS " + ", ".join(
+                f"{t.target} {'identical' if t.sass_identical else 'differs'}"
+                for t in worst.targets
             )
-        return self.report(verdict, checks=checks, entries=entries, started=started,
-                           summary=summary, kernel_rs=KERNEL_FILE)  # fmt: skip
+        return self.report(
+            verdict,
+            checks=checks,
+            entries=entries,
+            started=started,
+            summary=summary,
+            kernel_rs=KERNEL_FILE,
+        )
 
     def record_dtype_and_fact_generics(self, plans: list[_VariantPlan]) -> None:
         for plan in plans:
             if plan.generic_arrays and not any(g.name == "E" for g in self.generics):
-                dtypes = sorted({
-                    arg.facts.dtype
-                    for check in plan.checks
-                    for name, arg in check.spec.params.items()
-                    if isinstance(arg, ArrayArg) and name in plan.generic_arrays
-                })  # fmt: skip
+                dtypes = sorted(
+                    {
+                        arg.facts.dtype
+                        for check in plan.checks
+                        for name, arg in check.spec.params.items()
+                        if isinstance(arg, ArrayArg) and name in plan.generic_arrays
+                    }
+                )
                 self.generics.append(
                     RecoveredGeneric(
                         name="E",
@@ -569,7 +593,7 @@ class _Porter:
                             kind="fact",
                             source=source.split(":")[0],
                             how=f"launch fact that varies across the configurations: {source}",
-                        )  # fmt: skip
+                        )
                     )
 
     def verify(
@@ -584,7 +608,7 @@ class _Porter:
                 plan = next(p for p in plans if p.variant.name == item.variant)
                 for check in item.checks:
                     reference_mlir = (references / f"{check.label}.mlir").read_text()
-                    cubins = {t: references / f"{check.label}.{t}.cubin" for t in CUBIN_TARGETS}
+                    reference_bytecode = references / f"{check.label}.bytecode"
                     futures.append(
                         pool.submit(
                             check_config,
@@ -593,7 +617,8 @@ class _Porter:
                             item.entry.name,
                             self.generic_args(item, check, plan),
                             reference_mlir,
-                            cubins,
+                            reference_bytecode,
+                            CUBIN_TARGETS,
                             generated,
                             check.label,
                             item.variant,

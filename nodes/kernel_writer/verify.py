@@ -9,9 +9,9 @@ from pathlib import Path
 from schemas.export import RustExportRequest
 from schemas.kernel_writer import ConfigCheck, TargetCheck
 from tileir.diff import diff_texts
-from tileir.sass import compare_cubins
+from tileir.sass import compare_bytecodes
 from toolchain.rust_export import RustExporter
-from toolchain.tools import ToolError, tileiras, tileirdisasm
+from toolchain.tools import ToolError, tileirdisasm
 
 BYTECODE_VERSION = "13.3"
 
@@ -29,20 +29,22 @@ def check_config(
     entry: str,
     generic_args: list[str],
     reference_mlir: str,
-    reference_cubins: dict[str, Path],
+    reference_bytecode: Path,
+    targets: tuple[str, ...],
     work: Path,
     label: str,
     variant: str,
     out_root: Path,
 ) -> ConfigCheck:
-    """Export `entry` at `generic_args` for every target of `reference_cubins`,
-    diff the IR (from the first target's export) and compare SASS."""
+    """Export `entry` at `generic_args` for every target, diff the IR (from the
+    first target's export) and compare the SASS tileiras makes of both
+    bytecodes with the same options (tileir.sass.compare_bytecodes)."""
     work.mkdir(parents=True, exist_ok=True)
     base = dict(config=label, variant=variant, entry=entry, generic_args=generic_args)
-    targets: list[TargetCheck] = []
+    results: list[TargetCheck] = []
     generated_ir: Path | None = None
     report = None
-    for target, reference_cubin in reference_cubins.items():
+    for target in targets:
         bytecode = work / f"{label}.{target}.bytecode"
         response = exporter.export(
             RustExportRequest(
@@ -55,19 +57,22 @@ def check_config(
             )
         )
         if not response.ok:
-            return ConfigCheck(**base, exact=False, ir_level="different",
-                               error=f"{response.error_kind}: {response.error}")  # fmt: skip
+            return ConfigCheck(
+                **base,
+                exact=False,
+                ir_level="different",
+                error=f"{response.error_kind}: {response.error}",
+            )
         try:
             if report is None:
                 generated_ir = work / f"{label}.mlir"
                 text = tileirdisasm(bytecode)
                 generated_ir.write_text(text)
                 report = diff_texts(reference_mlir, _parsable(text))
-            cubin = tileiras(bytecode, work / f"{label}.{target}.cubin", target)
-            sass = compare_cubins(reference_cubin, cubin, target)
+            sass = compare_bytecodes(reference_bytecode, bytecode, target, work / label)
         except ToolError as err:
             return ConfigCheck(**base, exact=False, ir_level="different", error=str(err))
-        targets.append(
+        results.append(
             TargetCheck(
                 target=target,
                 sass_identical=sass.identical,
@@ -87,6 +92,6 @@ def check_config(
         exact=report.exact,
         ir_level=str(report.level),
         findings=findings,
-        targets=targets,
+        targets=results,
         generated_ir=str(generated_ir.relative_to(out_root)),
     )

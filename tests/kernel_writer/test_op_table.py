@@ -84,7 +84,9 @@ def _cases() -> list[tuple[str, Probe]]:
 
 @needs_exporter
 @pytest.mark.parametrize(("op", "probe"), _cases(), ids=lambda x: x if isinstance(x, str) else "")
-def test_probe_emits_the_op(op: str, probe: Probe, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_probe_emits_the_op(
+    op: str, probe: Probe, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     out = tmp_path_factory.getbasetemp() / "probes"
     out.mkdir(exist_ok=True)
     text = probe_ir(probe.fixture, probe.kernel, probe.generics, str(out))

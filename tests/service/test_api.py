@@ -340,9 +340,6 @@ def test_broker_failure_is_503_and_the_conversion_is_marked(
         def dispatch(self, conversion_id: str) -> None:
             raise ConnectionRefusedError("broker down")
 
-        def revoke(self, conversion_id: str) -> None:
-            return None
-
         def ping(self) -> None:
             raise ConnectionRefusedError("broker down")
 

@@ -8,11 +8,11 @@ import re
 
 from fastapi.testclient import TestClient
 from run_fixture import HOSTILE_SUMMARY, PERF, finished_run, running_run
-from service_support import submit
+from service_support import FIXTURES, submit
 
 from app.context import ServiceContext
 from app.web.charts import FASTER, SLOWER, WITHIN_LIMIT, RatioBar, bar_colour, ratio_chart
-from app.web.views import side_by_side
+from app.web.views import side_by_side, variant_view
 
 
 def test_runs_list_shows_and_filters(client: TestClient, context: ServiceContext) -> None:
@@ -108,3 +108,13 @@ def test_side_by_side_alignment() -> None:
     right = ["a", "x", "c", "d", "e"]
     assert side_by_side(left, right) == [(1, 1), (2, 2), (3, 3), (4, 4), (None, 5)]
     assert side_by_side([], ["only"]) == [(None, 1)]
+
+
+def test_renaming_only_is_exact_and_unmarked() -> None:
+    reference = (FIXTURES / "softmax_ref.mlir").read_text()
+    renamed = reference.replace("%tile", "%loaded").replace("%reduce_11", "%row_sum")
+    view = variant_view("row", reference, renamed)
+    assert view.level == "exact" and view.critical == []
+    assert all(row.mark == "" for row in view.rows)
+    broken = variant_view("row", reference, "not tile ir {")
+    assert broken.level == "unknown" and "could not be compared" in broken.error

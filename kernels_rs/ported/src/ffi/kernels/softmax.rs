@@ -1,5 +1,6 @@
-//! `softmax_kernel` from `softmax.py`, lifted from its Tile IR by tileport's
-//! kernel writer (deterministic, no LLM). Each entry reproduces its reference's IR.
+//! `softmax_kernel` from `softmax.py`, lifted from its Tile IR by
+//! tileport's kernel writer (deterministic, no LLM). Each entry reproduces its
+//! reference's Tile IR; port_report.json has the proof per configuration.
 
 #[cutile::module]
 pub mod softmax_port {
@@ -18,7 +19,7 @@ pub mod softmax_port {
     /// The tile block's id, as plain tiles: cutile-rs's `get_tile_block_id()` adds
     /// `assume bounded<0, ?>` to each component, which cuTile Python does not.
     #[cuda_tile::op(name = "cuda_tile.get_tile_block_id", since = "V13_2", params = [])]
-    fn tile_block_id() -> (Tile<i32, { [] }>, Tile<i32, { [] }>, Tile<i32, { [] }>) {
+    fn tile_block_id<E: ElementType>() -> (Tile<E, { [] }>, Tile<E, { [] }>, Tile<E, { [] }>) {
         unreachable!()
     }
 
@@ -77,7 +78,7 @@ pub mod softmax_port {
         let y_view: Tensor<E, { [-1, -1] }> =
             make_tensor_view(y, y_shape, y_strides, token);
         // row = ct.bid(0)
-        let pid: (Tile<i32, { [] }>, Tile<i32, { [] }>, Tile<i32, { [] }>) = tile_block_id();
+        let pid: (Tile<i32, { [] }>, Tile<i32, { [] }>, Tile<i32, { [] }>) = tile_block_id::<i32>();
         let row: i32 = tile_to_scalar(pid.0);
         // tile = ct.load(x, index=(row, 0), shape=(1, TILE_N), padding_mode=ct.PaddingMode.NEG_INF)
         let cst: Tile<i32, { [] }> = constant(0i32, shape![]);
@@ -90,7 +91,7 @@ pub mod softmax_port {
         );
         let (tile, _tile_token): (Tile<E, { [1, TILE_N] }>, Token) = load_view_raw(
             &x_tiles,
-            [row, tile_to_scalar(cst)],
+            [row, tile_to_scalar::<i32, i32>(cst)],
             Some(token),
             ordering::Weak,
             scope::TileBlock,
@@ -127,7 +128,7 @@ pub mod softmax_port {
         let _stored: Token = store_view_raw(
             &y_tiles,
             converted,
-            [row, tile_to_scalar(cst_1)],
+            [row, tile_to_scalar::<i32, i32>(cst_1)],
             Some(token),
             ordering::Weak,
             scope::TileBlock,

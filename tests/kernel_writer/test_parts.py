@@ -1,0 +1,159 @@
+"""Literals, differential generic recovery, naming and the report model."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from nodes.kernel_writer.errors import Blocked
+from nodes.kernel_writer.generics import probe_values, recover
+from nodes.kernel_writer.literals import constant_literal, shortest_float
+from nodes.kernel_writer.module import module_item
+from nodes.kernel_writer.naming import NameAllocator, read_source, snake
+from schemas.kernel_writer import ConfigCheck, PortReport, TargetCheck
+from schemas.verdicts import KernelWriterVerdict
+from tileir.mlir import parse_module
+
+OP = parse_module("entry @k() {\n  return\n}\n").entries[0].body.ops[0]
+
+
+def f32_bits(value: float) -> str:
+    return f"f32:0x{struct.unpack('<I', struct.pack('<f', value))[0]:08x}"
+
+
+@pytest.mark.parametrize("value", [1.0, 0.1, 1.4426950408889634, 5.96046448e-08, -3.5, 1e30])
+def test_float_literals_round_trip_bit_exactly(value: float) -> None:
+    text = shortest_float(struct.unpack("<f", struct.pack("<f", value))[0], "f32")
+    assert struct.pack("<f", float(text)) == struct.pack("<f", value)
+    assert "." in text
+
+
+def test_constant_spellings() -> None:
+    assert constant_literal(f32_bits(1.5), "f32", "here", OP).dense == "1.5f32"
+    assert constant_literal("f32:0xff800000", "f32", "here", OP).dense == "f32::NEG_INFINITY"
+    assert constant_literal("f16:0x0000", "f16", "here", OP).dense == "f16::ZERO"
+    assert constant_literal("f32:0x00000000", "E", "here", OP).dense == "E::ZERO"
+    assert constant_literal("i32:-7", "i32", "here", OP).dense == "-7i32"
+    assert constant_literal("i1:1", "bool", "here", OP).dense == "true"
+
+
+def test_constants_without_an_exact_spelling_are_blocked() -> None:
+    with pytest.raises(Blocked, match="NaN"):
+        constant_literal("f32:0x7fc00000", "f32", "k.py:3:1", OP)
+    with pytest.raises(Blocked, match="every E"):
+        constant_literal(f32_bits(0.25), "E", "k.py:3:1", OP)
+    with pytest.raises(Blocked, match="non-splat"):
+        constant_literal("i32:[1, 2]", "i32", "k.py:3:1", OP)
+
+
+def test_recover_names_the_constant_that_moved() -> None:
+    base = ["let t: Tile<f32, { [1, 1024] }> = x;", "let n: i32 = 3i32;"]
+    probe = ["let t: Tile<f32, { [1, 2048] }> = x;", "let n: i32 = 3i32;"]
+    result = recover(base, probe, {"TILE_N": 1024}, {"TILE_N": 2048})
+    assert result.lines == ["let t: Tile<f32, { [1, TILE_N] }> = x;", "let n: i32 = 3i32;"]
+    assert result.used == ["TILE_N"]
+    assert result.moved_lines == {0}
+
+
+def test_recover_tells_coinciding_constants_apart() -> None:
+    base = ["shape![128, 128]"]
+    probe = ["shape![256, 64]"]
+    result = recover(base, probe, {"TILE_M": 128, "TILE_N": 128}, {"TILE_M": 256, "TILE_N": 64})
+    assert result.lines == ["shape![TILE_M, TILE_N]"]
+
+
+def test_recover_refuses_constant_arithmetic_and_structure_changes() -> None:
+    arithmetic = recover(["shape![2048]"], ["shape![4096]"], {"T": 1024}, {"T": 2048})
+    assert arithmetic.lines is None and "arithmetic" in arithmetic.reason
+    structure = recover(["a;", "b;"], ["a;"], {"T": 1}, {"T": 2})
+    assert structure.lines is None and "structure" in structure.reason
+    reordered = recover(["exp(x)"], ["log(x)"], {"T": 1}, {"T": 2})
+    assert reordered.lines is None
+
+
+def test_probe_values_are_distinct_powers_of_two() -> None:
+    constants = {"TILE_M": 128, "TILE_N": 128, "TILE_K": 64, "GROUP": 8, "N": 1000}
+    probes = probe_values(constants, avoid={256})
+    assert len(set(probes.values())) == len(probes) == len(constants)
+    assert not set(probes.values()) & (set(constants.values()) | {256})
+    for name in ("TILE_M", "TILE_N", "TILE_K", "GROUP"):
+        assert probes[name] & (probes[name] - 1) == 0
+    assert probes["N"] != 1000
+
+
+def test_read_source_names_assignments_loops_and_parameters(tmp_path: Path) -> None:
+    source = tmp_path / "k.py"
+    source.write_text(
+        "import cuda.tile as ct\n\n@ct.kernel\ndef k(x, y, TILE: ct.Constant[int]):\n"
+        "    row = ct.bid(0)\n    for chunk in range(4):\n        acc = (x +\n"
+        "               y)\n    ct.store(y, index=(row,), tile=acc)\n"
+    )
+    names = read_source(source, "k")
+    assert names.params == ["x", "y", "TILE"]
+    assert names.loop_vars[6] == "chunk"
+    statement = names.statement_at(8)
+    assert statement is not None and statement.targets == ["acc"]
+    assert names.statement_at(9) is not None and names.statement_at(9).targets == []  # type: ignore[union-attr]
+
+
+def test_unreadable_source_gives_no_names(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def k(:\n")
+    assert read_source(broken, "k").params == []
+    assert read_source(tmp_path / "missing.py", "k").params == []
+
+
+def test_names_are_rust_identifiers_and_unique() -> None:
+    assert snake("TILE_N") == "tile_n"
+    assert snake("rowMax") == "row_max"
+    assert snake("loop") == "loop_"
+    assert snake("2x") == "v_2x"
+    names = NameAllocator()
+    assert [names.fresh("t"), names.fresh("t"), names.fresh("token")] == ["t", "t_1", "token_1"]
+
+
+def test_declared_ops_are_known() -> None:
+    for item in (
+        "tile_block_id",
+        "num_tile_blocks",
+        "trunci_plain_r2",
+        "constant_bits_r1",
+        "load_ptr_padded_r3",
+        "generic_value",
+        "divisible",
+    ):
+        assert module_item(item)
+    with pytest.raises(KeyError):
+        module_item("nothing")
+
+
+def _check(exact: bool, sass: bool) -> ConfigCheck:
+    return ConfigCheck(
+        config="c",
+        variant="v",
+        entry="k",
+        generic_args=[],
+        exact=exact,
+        ir_level="exact" if exact else "different",
+        targets=[TargetCheck(target="sm_90", sass_identical=sass)],
+    )
+
+
+def test_a_compiled_report_must_be_proven() -> None:
+    fields = dict(
+        kernel="k", spec="k.port.yaml", summary="s", kernel_rs="kernel.rs", rustc_check=True
+    )
+    PortReport(verdict=KernelWriterVerdict.COMPILED, checks=[_check(True, True)], **fields)
+    for check in (_check(False, True), _check(True, False)):
+        with pytest.raises(ValueError, match="exact and SASS"):
+            PortReport(verdict=KernelWriterVerdict.COMPILED, checks=[check], **fields)
+    with pytest.raises(ValueError, match="rustc"):
+        PortReport(
+            verdict=KernelWriterVerdict.COMPILED,
+            checks=[_check(True, True)],
+            **{**fields, "rustc_check": False},
+        )
+    with pytest.raises(ValueError, match="names no construct"):
+        PortReport(verdict=KernelWriterVerdict.BLOCKED, kernel="k", spec="s", summary="s")
