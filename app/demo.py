@@ -1,0 +1,146 @@
+"""`make demo`: the main job on embedded defaults.
+
+Starts `tileport serve` on a fresh SQLite data directory, submits the example
+softmax conversion over REST, follows its stage timeline, then prints the
+status page URL and the outcome. The server keeps running until Ctrl-C when
+`--keep-serving` is given; otherwise it is stopped once the run has ended."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from toolchain.env import REPO_ROOT
+
+KERNELS = REPO_ROOT / "examples" / "kernels"
+TERMINAL_STATUSES = frozenset({"finished", "cancelled", "error"})
+POLL_S = 1.0
+STARTUP_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = 900.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_server(data_dir: Path, port: int, token: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "TILEPORT_DATA_DIR": str(data_dir),
+            "API_TOKENS": f"demo:{token}",
+            "TILEPORT_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        }
+    )
+    log = (data_dir / "serve.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+    )
+
+
+def wait_ready(client: httpx.Client, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("tileport serve exited during start-up; see serve.log")
+        try:
+            if client.get("/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError("tileport serve did not become ready")
+
+
+def submit(client: httpx.Client, token: str, no_gpu: bool) -> dict[str, Any]:
+    files = {
+        "source": ("softmax.py", (KERNELS / "softmax.py").read_bytes()),
+        "spec": ("softmax.port.yaml", (KERNELS / "softmax.port.yaml").read_bytes()),
+        "reference": ("references.py", (KERNELS / "references.py").read_bytes()),
+    }
+    response = client.post(
+        "/v1/conversions",
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "demo-softmax"},
+        files=files,
+        data={"options": f'{{"no_gpu": {"true" if no_gpu else "false"}}}'},
+    )
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def follow(client: httpx.Client, conversion_id: str) -> dict[str, Any]:
+    """Poll the status, printing each stage once as it ends."""
+    shown: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        status: dict[str, Any] = client.get(f"/v1/conversions/{conversion_id}").json()
+        for stage in status.get("stages", []):
+            key = (str(stage.get("stage")), int(stage.get("attempt", 1)))
+            if key not in shown and stage.get("verdict"):
+                shown.add(key)
+                verdict_class = f" ({stage['verdict_class']})" if stage.get("verdict_class") else ""
+                print(f"  {key[0]:<18} attempt {key[1]}  {stage['verdict']}{verdict_class}")
+        if status.get("status") in TERMINAL_STATUSES:
+            return status
+        time.sleep(POLL_S)
+    raise RuntimeError(f"conversion {conversion_id} did not finish in {RUN_TIMEOUT_S:.0f} s")
+
+
+def run_demo(keep_serving: bool, no_gpu: bool) -> int:
+    data_dir = Path(tempfile.mkdtemp(prefix="tileport-demo-"))
+    port, token = free_port(), "demo-token"
+    base = f"http://127.0.0.1:{port}"
+    print(f"starting tileport serve on {base} (SQLite in {data_dir})")
+    server = start_server(data_dir, port, token)
+    try:
+        with httpx.Client(base_url=base, timeout=30.0) as client:
+            wait_ready(client, server)
+            created = submit(client, token, no_gpu)
+            conversion_id = str(created["id"])
+            print(f"submitted softmax: conversion {conversion_id}")
+            page = f"{base}{created['links']['web']}"
+            print(f"status page: {page}")
+            status = follow(client, conversion_id)
+        print(
+            f"outcome: {status.get('status')}, {status.get('outcome')}, "
+            f"final gate {status.get('gate_verdict')}"
+        )
+        for key, value in (status.get("headline") or {}).items():
+            print(f"  {key}: {value}")
+        print(f"status page: {page}")
+        if keep_serving:
+            print("serving until Ctrl-C")
+            server.wait()
+        return 0 if status.get("status") == "finished" else 1
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--keep-serving", action="store_true", help="leave the server running")
+    parser.add_argument("--gpu", action="store_true", help="allow GPU stages (needs a GPU)")
+    args = parser.parse_args(argv)
+    return run_demo(args.keep_serving, no_gpu=not args.gpu)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
