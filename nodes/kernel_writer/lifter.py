@@ -13,9 +13,9 @@ converts with `scalar_to_tile` / `tile_to_scalar`, which emit no IR.
 
 Control flow follows cutile-rs's lowering: loop-carried values are `let mut`
 variables (cutile carries them in name order, so names are chosen to sort in
-the reference's order), a `loop` that starts with `if c {} else { break }` is a
-`while` loop, and an `if` with results inside a loop becomes a helper function
-(cutile would otherwise thread every loop-carried value through the `if`).
+the reference's order), and a `loop` that starts with `if c {} else { break }`
+is a `while` loop. An `if` inside a loop is Blocked: cutile would thread every
+loop-carried value through it (docs/UPSTREAM_GAPS.md, G8).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from tileir.ir import Entry, Op, Region
 from tileir.resolve import Resolved, resolve
 from tileir.types import parse_view
 
-Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view", "raw"]
+Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view"]
 INDENT = "    "
 FACT_HELPER = "divisible"
 SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
@@ -177,7 +177,6 @@ class LiftedKernel:
     name: str
     params: list[str]
     body: list[str]
-    helpers: list[str] = field(default_factory=list)
     module_items: set[str] = field(default_factory=set)
     constant_lines: dict[int, int] = field(default_factory=dict)  # body line -> op position
     entry_hints: str | None = None
@@ -213,7 +212,6 @@ class Lifter:
         self.resolved: Resolved = resolve(entry)
         self.names = NameAllocator()
         self.bindings: dict[int, Binding] = {}
-        self.helpers: list[str] = []
         self.module_items: set[str] = set()
         self.positions: dict[int, int] = {}
         self.last_use: dict[int, int] = {}
@@ -241,7 +239,6 @@ class Lifter:
             name=self.kernel_name,
             params=signature,
             body=scope.lines,
-            helpers=self.helpers,
             module_items=self.module_items,
             constant_lines=self.constant_lines,
             entry_hints=self.entry_hints(),
@@ -446,9 +443,6 @@ class Lifter:
         if want == "tile" and binding.form == "scalar":
             return f"scalar_to_tile::<{self.element(value)}>({binding.expr})"
         return binding.expr
-
-    def form(self, value: int) -> Form:
-        return self.bindings[value].form
 
     def bind(self, value: int, expr: str, form: Form, rust_type: str) -> None:
         self.bindings[value] = Binding(expr, form, rust_type)
@@ -1352,12 +1346,14 @@ class Lifter:
         self.bindings = {**saved, **{k: v for k, v in self.bindings.items() if k not in saved}}
 
     def if_helper(self, op: Op, scope: _Scope) -> None:
-        """An `if` as a helper function: cutile-rs inlines it, and inside the helper
-        no loop-carried value is in scope to be threaded through the branches."""
+        """An `if` inside a loop, or with several results. Lifting it into an
+        inlined helper function (free of loop-carried values) is probed but not
+        implemented, so it is refused."""
         raise Blocked(
             "if",
             self.where(op),
-            "an `if` with results inside a loop (helper-function lifting not implemented)",
+            "an `if` inside a loop or with several results: cutile-rs threads the loop's "
+            "carried values through it (UPSTREAM_GAPS.md G8)",
         )
 
 

@@ -177,9 +177,6 @@ class SourceNames:
                 best = statement
         return best
 
-    def source_line(self, line: int) -> str:
-        return self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
-
 
 def location_line(location: str | None) -> int | None:
     if not location:

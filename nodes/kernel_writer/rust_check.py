@@ -2,9 +2,10 @@
 
 The exporter compiles a kernel from its syntax tree without type-checking it;
 rustc is what the host stage's library build will run. The check builds a
-scratch crate holding only kernel.rs, with the workspace's Cargo.lock and the
-shared cargo target directory, so the cutile dependency is already compiled
-and the check costs seconds.
+scratch crate holding only kernel.rs, with the workspace's Cargo.lock, in a
+target directory of its own under the tileport cache: builds of the workspace
+with another environment cannot invalidate it, so once warm (the first check
+compiles cutile, minutes) a check costs seconds.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolchain.env import KERNELS_RS, toolchain_env
+from toolchain.env import KERNELS_RS, cache_dir, toolchain_env
 
 CRATE_NAME = "tileport-kernel-check"
+TARGET_DIR_NAME = "kernel-check-target"
 MANIFEST = """[package]
 name = "{name}"
 version = "0.1.0"
@@ -53,11 +55,13 @@ def check_kernel_rs(kernel_rs: Path, timeout_s: float = 600.0) -> RustCheck:
         if lock.exists():
             shutil.copyfile(lock, crate / "Cargo.lock")
         shutil.copyfile(kernel_rs, crate / "lib.rs")
+        env = toolchain_env()
+        env["CARGO_TARGET_DIR"] = str(cache_dir() / TARGET_DIR_NAME)
         try:
             done = subprocess.run(
                 [cargo, "build", "--release", "--quiet", "--offline"],
                 cwd=crate,
-                env=toolchain_env(),
+                env=env,
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
