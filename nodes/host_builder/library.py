@@ -24,6 +24,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ from toolchain.env import KERNELS_RS, REPO_ROOT, cache_dir, cargo_target_dir, to
 
 CRATE_DIR = KERNELS_RS / "ported"
 SRC_DIR = CRATE_DIR / "src"
+LIBRARY_SPECS = CRATE_DIR / "specs"
 FFI_DIR = SRC_DIR / "ffi"
 KERNELS_DIR = FFI_DIR / "kernels"
 INSTALLED_PREFIX = "ffi/kernels/"
@@ -221,7 +223,7 @@ def operator_entry(
         )
     return LibraryOperator(
         name=binding.operator,
-        spec=_repo_relative(binding.spec_path),
+        spec=_library_spec(binding.spec_path, binding.operator),
         kernel=binding.kernel_path.resolve().relative_to(SRC_DIR.resolve()).as_posix(),
         rust_module_path=binding.rust_module_path,
         entries=entries,
@@ -230,13 +232,23 @@ def operator_entry(
     )
 
 
-def _repo_relative(path: Path) -> str:
-    """In-repo specs are recorded relative to the repository; a spec from
-    elsewhere (a service run's input folder) keeps its absolute path."""
-    resolved = path.resolve()
-    if resolved.is_relative_to(REPO_ROOT.resolve()):
-        return resolved.relative_to(REPO_ROOT.resolve()).as_posix()
-    return resolved.as_posix()
+def _library_spec(path: Path, operator: str) -> str:
+    """The spec as the library records it, relative to the repository. A spec
+    from outside (a service run's input folder, which is deleted later) is
+    copied into the library first, so the library stays self-contained."""
+    resolved, root = path.resolve(), REPO_ROOT.resolve()
+    if resolved.is_relative_to(root):
+        return resolved.relative_to(root).as_posix()
+    for known in read_manifest().operators:
+        recorded = REPO_ROOT / known.spec
+        if known.name == operator and recorded.is_file():
+            if recorded.read_bytes() == resolved.read_bytes():
+                return known.spec
+    kept = LIBRARY_SPECS / f"{operator}.port.yaml"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    if not kept.exists() or kept.read_bytes() != resolved.read_bytes():
+        shutil.copyfile(resolved, kept)
+    return kept.resolve().relative_to(root).as_posix()
 
 
 def binding_of(operator: LibraryOperator) -> OperatorBinding:
