@@ -3,8 +3,7 @@
 Canonicalising (a) renames every value by definition order (`%a0..` for entry
 arguments, `%0..` for everything else, block arguments included), (b) drops
 constants that no op uses, (c) drops the entry symbol and debug-only entry
-attributes, (d) drops assumes that state nothing (see `_is_vacuous_assume`), and
-(e) spells literals, spacing, region syntax and the `cuda_tile.` prefix one way.
+attributes, and (d) spells literals, spacing, region syntax and the `cuda_tile.` prefix one way.
 Nothing else is forgiven: see PIPELINE.md, "Levels of sameness".
 """
 
@@ -17,9 +16,7 @@ from tileir.header import default_rounding, dict_attributes, group_end, region_d
 from tileir.ir import Entry, Module, Op, Region
 from tileir.lexer import Kind, Token
 from tileir.resolve import Resolved, is_dead_constant, resolve
-from tileir.side import is_non_negative_assume, is_trivial_assume
 
-GRID_QUERIES = frozenset({"get_tile_block_id", "get_num_tile_blocks"})
 DEBUG_ENTRY_ATTRIBUTES = frozenset({"di_name", "sym_name", "function_type"})
 INDENT = "  "
 _NO_SPACE_BEFORE = frozenset({",", ")", "]"})
@@ -95,10 +92,6 @@ class _Printer:
         if is_dead_constant(op, self.resolved):
             self.dead += 1
             return
-        if self.is_vacuous_assume(op):
-            (result,), (operand,) = self.resolved.result_ids(op), self.resolved.operand_ids(op)
-            self.names[result] = self.names[operand]
-            return
         results = [self.define(v) for v in self.resolved.result_ids(op)]
         for region in op.regions[:1]:
             for value in self.resolved.block_args[id(region.blocks[0])] if region.blocks else []:
@@ -126,18 +119,6 @@ class _Printer:
                 self.lines.append(line + " {")
             self.region_ops(region, depth + 1)
         self.lines.append(f"{pad}}}")
-
-    def is_vacuous_assume(self, op: Op) -> bool:
-        """`div_by<1>`, and non-negativity of a block id or grid size, state
-        nothing; cutile-rs emits the latter on every grid query (docs/UPSTREAM_GAPS.md,
-        where SASS identity shows it immaterial). Any other assume is kept."""
-        if is_trivial_assume(op):
-            return True
-        if not is_non_negative_assume(op):
-            return False
-        operands = self.resolved.operand_ids(op)
-        producer = self.resolved.producer(operands[0]) if operands else None
-        return producer is not None and producer.name in GRID_QUERIES
 
     def region_args(self, op: Op, region: Region, index: int) -> str:
         if not region.blocks or (index == 0 and op.region_defs):

@@ -266,21 +266,6 @@ MUTATIONS = [
         extra=["// EXPECT-NOT: critical", "// EXPECT-NOT: warn", "// EXPECT-LEVEL: equivalent"],
     ),
     Mutation(
-        "grid_index_nonneg_assume",
-        "softmax",
-        "an assume bounded<0, ?> on the block id, as cutile-rs emits (canonically exact)",
-        ["exact", "noise nonneg_assume"],
-        [
-            Edit(
-                "  %blockId_x, %blockId_y, %blockId_z = get_tile_block_id : tile<i32>\n",
-                "  %blockId_x, %blockId_y, %blockId_z = get_tile_block_id : tile<i32>\n"
-                "  %bid_nonneg = assume bounded<0, ?>, %blockId_x : tile<i32>\n",
-            ),
-            Edit("%pview[%blockId_x, %cst_0_i32]", "%pview[%bid_nonneg, %cst_0_i32]"),
-        ],
-        extra=["// EXPECT-NOT: critical", "// EXPECT-NOT: warn"],
-    ),
-    Mutation(
         "rename_values",
         "softmax",
         "value names shuffled (renaming only)",
