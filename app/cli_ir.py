@@ -9,7 +9,7 @@ from pathlib import Path
 from schemas.export import RustExportRequest
 from tileir.diff import DisassemblyError, diff_files
 from tileir.diff import render_human as render_diff
-from tileir.mlir import IRSyntaxError
+from tileir.lexer import IRSyntaxError
 from tileir.sass import compare_bytecodes
 from tileir.sass import render_human as render_sass
 from toolchain.reference_export import ReferenceExportError, export_from_spec

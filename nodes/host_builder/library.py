@@ -241,9 +241,9 @@ def _library_spec(path: Path, operator: str) -> str:
         return resolved.relative_to(root).as_posix()
     for known in read_manifest().operators:
         recorded = REPO_ROOT / known.spec
-        if known.name == operator and recorded.is_file():
-            if recorded.read_bytes() == resolved.read_bytes():
-                return known.spec
+        same = known.name == operator and recorded.is_file()
+        if same and recorded.read_bytes() == resolved.read_bytes():
+            return known.spec
     kept = LIBRARY_SPECS / f"{operator}.port.yaml"
     kept.parent.mkdir(parents=True, exist_ok=True)
     if not kept.exists() or kept.read_bytes() != resolved.read_bytes():

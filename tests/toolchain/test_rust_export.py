@@ -45,7 +45,9 @@ def test_generic_value_reaches_the_tile_shape(tmp_path: Path) -> None:
 
 def test_resident_exporter_serves_many_requests(tmp_path: Path) -> None:
     with RustExporter() as exporter:
-        shapes = [exporter.export(softmax_request(tmp_path, generics=[str(n), "1"])) for n in (64, 128)]
+        shapes = [
+            exporter.export(softmax_request(tmp_path, generics=[str(n), "1"])) for n in (64, 128)
+        ]
     assert [r.ok for r in shapes] == [True, True]
 
 
