@@ -6,7 +6,9 @@ Rust element type of the operands. So values are grouped into classes that
 must share one Rust type (the operands and result of an elementwise op, a
 loop's carried value across iterations, ...) and each op that states a
 signedness pins its class. A class pinned both ways cannot be typed in Rust:
-the op is Blocked.
+the op is Blocked, except for `cmpi`: a compare that disagrees with its
+operands' class states its signedness itself (a declared op), so compares pin
+only classes no other op has pinned.
 
 The same classes carry the dtype generic: the class of every array element
 that follows the configuration's dtype is spelt `E`.
@@ -79,6 +81,8 @@ class ElementTypes:
     """The Rust element type of each value id (tiles, pointer tiles, views)."""
 
     rust: dict[int, str] = field(default_factory=dict)
+    # `cmpi` ops (by id) whose signedness differs from their operands' Rust type.
+    explicit_compares: dict[int, str] = field(default_factory=dict)
 
     def of(self, value: int) -> str:
         return self.rust[value]
@@ -231,7 +235,9 @@ def infer_elements(
     find = inference.sets.find
     classes: dict[int, _Class] = {}
     for op in ops:
-        _pin_op(op, resolved, classes, find)
+        if op.name != "cmpi":
+            _pin_op(op, resolved, classes, find)
+    explicit_compares = _pin_compares(ops, resolved, classes, find)
     # An argument's dtype only names its bits (the C ABI passes them as they
     # are), so it decides the sign only where no op does.
     for value, sign in param_signs.items():
@@ -240,7 +246,7 @@ def infer_elements(
             cls.sign = sign
     for value in generic_values:
         classes.setdefault(find(value), _Class()).generic = True
-    out = ElementTypes()
+    out = ElementTypes(explicit_compares=explicit_compares)
     for info in resolved.values:
         element = _ir_element(info.type)
         if element is None:
@@ -264,3 +270,22 @@ def _pin_op(
         _pin(classes, find(operands[0]), sign, op)
     if op.name == "ftoi" and sign is not None:
         _pin(classes, find(resolved.result_ids(op)[0]), sign, op)
+
+
+def _pin_compares(
+    ops: list[Op], resolved: Resolved, classes: dict[int, _Class], find: Callable[[int], int]
+) -> dict[int, str]:
+    """Pin free classes by their compares; return the compares (op id -> sign)
+    whose signedness their operands' class, pinned by another op, contradicts."""
+    explicit: dict[int, str] = {}
+    for op in ops:
+        sign = op.attributes.get("signedness")
+        operands = resolved.operand_ids(op)
+        if op.name != "cmpi" or sign is None or not operands:
+            continue
+        cls = classes.setdefault(find(operands[0]), _Class())
+        if cls.sign is None:
+            cls.sign, cls.sign_op = sign, op
+        elif cls.sign != sign:
+            explicit[id(op)] = sign
+    return explicit

@@ -30,6 +30,8 @@ from nodes.kernel_writer.literals import constant_literal
 from nodes.kernel_writer.naming import NameAllocator, SourceNames, location_line, snake
 from nodes.kernel_writer.op_table import SUPPORTED_OPS
 from nodes.kernel_writer.rust_types import (
+    DTYPE_BYTES,
+    ELEMENT_BYTES_GENERIC,
     TileInfo,
     is_float,
     shape_braces,
@@ -559,8 +561,10 @@ class Lifter:
     def op_assume(self, op: Op, scope: _Scope) -> None:
         operand = self.resolved.operand_ids(op)[0]
         value = self.resolved.result_ids(op)[0]
-        call = _assume_call(op, self.where(op), self.fact_generic(operand))
         binding = self.bindings[operand]
+        call = _assume_call(op, self.where(op), self.fact_generic(operand))
+        if self.states_element_bytes(op, operand, binding):
+            call = f"assume_div_by::<_, {ELEMENT_BYTES_GENERIC}>"
         form = binding.form
         rust_type = binding.rust_type
         source = binding.expr
@@ -568,6 +572,16 @@ class Lifter:
         name = self.shadow_or_fresh(op, operand, base)
         self.emit(scope, f"let {name}: {rust_type} = {call}({source});")
         self.bind(value, name, form, rust_type)
+
+    def states_element_bytes(self, op: Op, operand: int, binding: Binding) -> bool:
+        """A pointer of the dtype generic computed in the body (a gather's) is
+        assumed aligned to its element size, which follows `E`."""
+        generic_dtypes = {p.dtype for p in self.params if p.generic}
+        if len(generic_dtypes) != 1 or operand in self.resolved.entry_args:
+            return False
+        divisor = op.attributes.get("div_by", "").strip()
+        element_pointer = binding.rust_type.startswith("PointerTile<*mut E,")
+        return element_pointer and divisor == str(DTYPE_BYTES.get(generic_dtypes.pop()))
 
     def fact_generic(self, value: int) -> tuple[int, str] | None:
         """The launch-fact generic of the entry argument an assume chain starts at."""
@@ -889,6 +903,15 @@ class Lifter:
         lhs, rhs = self.resolved.operand_ids(op)
         value = self.resolved.result_ids(op)[0]
         predicate, operator = PREDICATE[op.attributes["comparison_predicate"]]
+        explicit_sign = self.elements.explicit_compares.get(id(op))
+        if explicit_sign is not None:
+            # The operands' Rust type has the other signedness: the declared
+            # compare states the reference's own.
+            function = f"cmpi_{explicit_sign}_r{len(self.dims(lhs))}"
+            self.module_items.add(function)
+            args = f"{self.use(lhs, 'tile')}, {self.use(rhs, 'tile')}, {predicate}"
+            self.let_value(scope, op, value, False, f"{function}({args})")
+            return
         scalar = self.prefers_scalar(value) and self.prefers_scalar(lhs)
         if scalar and ordering in (None, "ordered"):
             expr = f"{self.use(lhs, 'scalar')} {operator} {self.use(rhs, 'scalar')}"

@@ -135,6 +135,37 @@ def _constant_bits(width: str, rank: int) -> list[str]:
     ]
 
 
+_PREDICATES = ", ".join(
+    f"{mode}: comparison_predicate=#cuda_tile.cmp_predicate<{predicate}>"
+    for mode, predicate in (
+        ("Equal", "equal"),
+        ("NotEqual", "not_equal"),
+        ("LessThan", "less_than"),
+        ("LessThanOrEqual", "less_than_or_equal"),
+        ("GreaterThan", "greater_than"),
+        ("GreaterThanOrEqual", "greater_than_or_equal"),
+    )
+)
+
+
+def _cmpi_signed(sign: str, rank: int) -> list[str]:
+    return [
+        f"/// `cmpi` stating `{sign}` itself: cutile-rs's own infers the signedness",
+        "/// from the operands' Rust type, which another op of the value fixes.",
+        '#[cuda_tile::op(name = "cuda_tile.cmpi", since = "V13_2", params = ["lhs", "rhs"], '
+        f'static_params = ["predicate={{{_PREDICATES}}}"], '
+        f'named_attributes = ["signedness={sign}"])]',
+        "#[allow(unused_variables)]",
+        f"fn cmpi_{sign}_r{rank}<E: ElementType, const S: [i32; {rank}], P: predicate::Mode>(",
+        f"{INDENT}lhs: Tile<E, S>,",
+        f"{INDENT}rhs: Tile<E, S>,",
+        f"{INDENT}predicate: P,",
+        ") -> Tile<bool, S> {",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
 def module_item(name: str) -> list[str]:
     """The module-level declaration a lifted body relies on."""
     if name == "tile_block_id":
@@ -148,6 +179,9 @@ def module_item(name: str) -> list[str]:
         return _constant_bits(width, int(rank))
     if name.startswith("load_ptr_padded_r"):
         return _load_ptr_padded(int(name.removeprefix("load_ptr_padded_r")))
+    if name.startswith(("cmpi_signed_r", "cmpi_unsigned_r")):
+        sign, _, rank = name.removeprefix("cmpi_").partition("_r")
+        return _cmpi_signed(sign, int(rank))
     if name == "divisible":
         return FACT_HELPER_LINES
     if name == "generic_value":

@@ -42,6 +42,12 @@ DTYPE_ELEMENTS = {
     "float8_e5m2": "f8e5m2",
 }
 
+# Bytes per element of the dtypes a dtype generic `E` can stand for.
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# The const generic spelling `E`'s size where the IR states it (a gathered
+# pointer's alignment).
+ELEMENT_BYTES_GENERIC = "E_BYTES"
+
 
 def is_integer(ir_element: str) -> bool:
     return ir_element in SIGNED_INTS

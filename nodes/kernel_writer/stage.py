@@ -30,7 +30,7 @@ from nodes.kernel_writer.lifter import LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
 from nodes.kernel_writer.rust_check import RustCheck, check_kernel_rs
-from nodes.kernel_writer.rust_types import DTYPE_ELEMENTS
+from nodes.kernel_writer.rust_types import DTYPE_BYTES, DTYPE_ELEMENTS, ELEMENT_BYTES_GENERIC
 from nodes.kernel_writer.verify import check_config
 from schemas.kernel_writer import (
     REPORT_FILE,
@@ -392,6 +392,9 @@ class _Porter:
             generics.append(GenericParam("E", "type"))
         generics += [GenericParam(generic_name(c), "const") for c in constants]
         text = "\n".join(lines)
+        if re.search(rf"\b{ELEMENT_BYTES_GENERIC}\b", text):
+            generics.append(GenericParam(ELEMENT_BYTES_GENERIC, "const"))
+            self.record_element_bytes_generic(plan)
         for _, generic in sorted(plan.facts.values(), key=lambda f: f[1]):
             if generic in text and all(g.name != generic for g in generics):
                 generics.append(GenericParam(generic, "const"))
@@ -400,6 +403,19 @@ class _Porter:
             f"`{plan.variant.when}`."
         ]
         return EntryCode(name, lifted, generics, doc, lines)
+
+    def record_element_bytes_generic(self, plan: _VariantPlan) -> None:
+        if any(g.name == ELEMENT_BYTES_GENERIC for g in self.generics):
+            return
+        self.generics.append(
+            RecoveredGeneric(
+                name=ELEMENT_BYTES_GENERIC,
+                kind="fact",
+                source=", ".join(sorted(plan.generic_arrays)),
+                how="a pointer computed from these arrays is assumed aligned to the element "
+                "size, which follows `E`",
+            )
+        )
 
     def literal_variant(
         self, plan: _VariantPlan, references: Path, reason: str, constants: dict[str, int]
@@ -438,14 +454,20 @@ class _Porter:
 
     def generic_args(self, lifted: _Lifted, check: _Check, plan: _VariantPlan) -> list[str]:
         args = []
+        dtype = next(
+            (
+                arg.facts.dtype
+                for name, arg in check.spec.params.items()
+                if isinstance(arg, ArrayArg) and name in plan.generic_arrays
+            ),
+            None,
+        )
         for generic in lifted.entry.generics:
-            if generic.kind == "type":
-                dtype = next(
-                    arg.facts.dtype
-                    for name, arg in check.spec.params.items()
-                    if isinstance(arg, ArrayArg) and name in plan.generic_arrays
-                )
+            if generic.kind == "type" and dtype is not None:
                 args.append(DTYPE_ELEMENTS[dtype])
+                continue
+            if generic.name == ELEMENT_BYTES_GENERIC and dtype is not None:
+                args.append(str(DTYPE_BYTES[dtype]))
                 continue
             constant = next((c for c in lifted.constants if generic_name(c) == generic.name), None)
             if constant is not None:

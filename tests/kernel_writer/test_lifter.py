@@ -134,12 +134,27 @@ def test_a_value_used_signed_and_unsigned_is_blocked() -> None:
         "  %i = iota : tile<64xi32>\n"
         "  %c5 = constant <i32: 5> : tile<64xi32>\n"
         "  %q = divi %i, %c5 signed : tile<64xi32>\n"
-        "  %u = cmpi less_than %q, %c5, unsigned : tile<64xi32> -> tile<64xi1>\n"
+        "  %r = remi %q, %c5 unsigned : tile<64xi32>\n"
+        "  %u = cmpi less_than %r, %c5, signed : tile<64xi32> -> tile<64xi1>\n"
         "  %v = select %u, %t, %t : tile<64xi1>, tile<64xf32>\n"
     )
     with pytest.raises(Blocked) as caught:
         lift(ints, "%v")
+    assert caught.value.op == "remi"
     assert "signed" in caught.value.missing and "unsigned" in caught.value.missing
+
+
+def test_a_compare_against_its_operands_sign_states_its_own() -> None:
+    ints = (
+        "  %i = iota : tile<64xi32>\n"
+        "  %c5 = constant <i32: 5> : tile<64xi32>\n"
+        "  %q = divi %i, %c5 signed : tile<64xi32>\n"
+        "  %u = cmpi less_than %q, %c5, unsigned : tile<64xi32> -> tile<64xi1>\n"
+        "  %v = select %u, %t, %t : tile<64xi1>, tile<64xf32>\n"
+    )
+    body = "\n".join(lift(ints, "%v"))
+    assert "Tile<i32, { [64] }> = iota(" in body
+    assert "cmpi_unsigned_r1(quot, cst, predicate::LessThan)" in body
 
 
 def test_unsigned_compares_type_the_chain_unsigned() -> None:
@@ -204,3 +219,28 @@ def test_source_names_name_the_values() -> None:
     body = Lifter(module.entries[0], PARAMS, "k", names).lift().body
     assert any(line.strip().startswith("let total: Tile<f32") for line in body)
     assert any(line.strip() == "// total = a + b" for line in body)
+
+
+GATHER = (
+    "  %w = exti %bx signed : tile<i32> -> tile<i64>\n"
+    "  %p = offset %arg0, %w : tile<ptr<f32>>, tile<i64> -> tile<ptr<f32>>\n"
+    "  %pa = assume div_by<{divisor}>, %p : tile<ptr<f32>>\n"
+    "  %g, %gt = load_ptr_tko weak %pa token=%0 : tile<ptr<f32>> -> tile<f32>, token\n"
+    "  %r = reshape %g : tile<f32> -> tile<1xf32>\n"
+    "  %b = broadcast %r : tile<1xf32> -> tile<64xf32>\n"
+    "  %v = addf %t, %b : tile<64xf32>\n"
+)
+GENERIC_PARAMS = [
+    ParamLayout("x", "array", "float32", 1, generic=True),
+    ParamLayout("y", "array", "float32", 1, generic=True),
+]
+
+
+def test_a_gathered_pointer_aligned_to_its_element_follows_the_dtype() -> None:
+    body = "\n".join(lift(GATHER.format(divisor=4), "%v", GENERIC_PARAMS))
+    assert "PointerTile<*mut E, { [] }> = assume_div_by::<_, E_BYTES>(" in body
+    # Another alignment, or a fixed dtype, keeps the literal.
+    assert "assume_div_by::<_, 16>(" in "\n".join(
+        lift(GATHER.format(divisor=16), "%v", GENERIC_PARAMS)
+    )
+    assert "assume_div_by::<_, 4>(" in "\n".join(lift(GATHER.format(divisor=4), "%v"))

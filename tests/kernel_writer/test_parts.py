@@ -121,12 +121,17 @@ def test_declared_ops_are_known() -> None:
         "trunci_plain_r2",
         "constant_bits_r1",
         "load_ptr_padded_r3",
+        "cmpi_unsigned_r0",
+        "cmpi_signed_r2",
         "generic_value",
         "divisible",
     ):
         assert module_item(item)
     with pytest.raises(KeyError):
         module_item("nothing")
+    assert 'named_attributes = ["signedness=unsigned"]' in "\n".join(
+        module_item("cmpi_unsigned_r0")
+    )
 
 
 def _check(exact: bool, sass: bool) -> ConfigCheck:

@@ -24,7 +24,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
 CORPUS = REPO_ROOT / "examples" / "kernels"
 # Corpus kernels the lifter refuses, with the op it names (docs/UPSTREAM_GAPS.md).
 KNOWN_BLOCKED = {
-    "cross_entropy": "cmpi",  # G10: one value used signed and unsigned
     "cumsum": "scan",  # G5: cutile-rs scans along dim 0 only
     "grouped_matmul": "entry",  # lists of arrays are not lifted (and G8)
 }
