@@ -9,76 +9,11 @@ from collections import Counter
 
 import pytest
 
+from tileir.vocabulary import VOCABULARY
 from toolchain.env import REPO_ROOT
 from toolchain.reference_export import export_from_spec
 
 CORPUS = REPO_ROOT / "examples" / "kernels"
-
-VOCABULARY = [
-    "make_token",
-    "assume",
-    "constant",
-    "return",
-    "get_tile_block_id",
-    "reshape",
-    "addi",
-    "broadcast",
-    "cmpi",
-    "muli",
-    "ftof",
-    "mulf",
-    "addf",
-    "iota",
-    "andi",
-    "for",
-    "divf",
-    "make_tensor_view",
-    "make_partition_view",
-    "load_view_tko",
-    "continue",
-    "exti",
-    "offset",
-    "store_view_tko",
-    "yield",
-    "divi",
-    "fma",
-    "reduce",
-    "select",
-    "subf",
-    "store_ptr_tko",
-    "load_ptr_tko",
-    "negf",
-    "mmaf",
-    "xori",
-    "remi",
-    "maxf",
-    "exp",
-    "mini",
-    "exp2",
-    "permute",
-    "subi",
-    "maxi",
-    "get_num_tile_blocks",
-    "if",
-    "rsqrt",
-    "join_tokens",
-    "log2",
-    "itof",
-    "extract",
-    "tanh",
-    "scan",
-    "cmpf",
-    "ori",
-    "trunci",
-    "int_to_ptr",
-    "get_index_space_shape",
-    "loop",
-    "break",
-    "log",
-    "absf",
-    "shri",
-    "shli",
-]
 
 # `%a, %b = op ...`, `%r:2 = op ...` or a bare `op ...` (return, yield, if, continue).
 _OP = re.compile(r"^\s*(?:%[^=]*=\s*)?([a-z_][a-z0-9_]*)\b")

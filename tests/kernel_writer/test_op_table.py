@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nodes.kernel_writer.op_table import OP_TABLE, SUPPORTED_OPS, VOCABULARY, Probe, mapping
+from nodes.kernel_writer.op_table import OP_TABLE, SUPPORTED_OPS, Probe, mapping
 from schemas.export import RustExportRequest
+from tileir.vocabulary import VOCABULARY
 from toolchain.env import rs_export_binary
 from toolchain.rust_export import export_once
 from toolchain.tools import tileirdisasm
