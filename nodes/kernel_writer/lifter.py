@@ -1306,9 +1306,7 @@ class Lifter:
             if inner_op.name == "continue":
                 self.assign_carried(inner, names, self.resolved.operand_ids(inner_op))
                 continue
-            if inner_op.name == "break" or any(
-                x.name in ("break", "continue") for x in inner_op.walk() if x is not inner_op
-            ):
+            if inner_op.name == "break" or _exits_enclosing_loop(inner_op):
                 raise Blocked(
                     inner_op.name,
                     self.where(inner_op),
@@ -1322,7 +1320,7 @@ class Lifter:
 
     def op_if(self, op: Op, scope: _Scope) -> None:
         results = self.resolved.result_ids(op)
-        if any(x.name in ("break", "continue") for x in op.walk()):
+        if _exits_enclosing_loop(op):
             raise Blocked(
                 "if",
                 self.where(op),
@@ -1465,6 +1463,18 @@ def _identities(op: Op) -> str:
             value, type_name = type_name, value  # already `type:value`
         values.append(attrs.scalar_literal(value, type_name or element))
     return "[" + ", ".join(values) + "]"
+
+
+def _exits_enclosing_loop(op: Op) -> bool:
+    """Whether a `break` or `continue` nested in `op` leaves a loop around `op`
+    (one that belongs to a loop nested inside `op` does not)."""
+    for region in op.regions:
+        for inner in region.ops:
+            if inner.name in ("break", "continue"):
+                return True
+            if inner.name not in ("for", "loop") and _exits_enclosing_loop(inner):
+                return True
+    return False
 
 
 def _empty_region(region: Region) -> bool:

@@ -22,11 +22,6 @@ from toolchain.env import REPO_ROOT, rs_export_binary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
 CORPUS = REPO_ROOT / "examples" / "kernels"
-# Corpus kernels the lifter refuses, with the op it names (docs/UPSTREAM_GAPS.md).
-KNOWN_BLOCKED = {
-    "cumsum": "scan",  # G5: cutile-rs scans along dim 0 only
-    "grouped_matmul": "entry",  # lists of arrays are not lifted (and G8)
-}
 
 pytestmark = pytest.mark.skipif(
     not rs_export_binary().exists(), reason="tileport-rs-export is not built (make setup)"
@@ -83,6 +78,25 @@ def test_unmapped_op_is_blocked_with_its_source_location(tmp_path: Path) -> None
     assert not (tmp_path / KERNEL_FILE).exists()
 
 
+@pytest.mark.parametrize(
+    ("fixture", "op", "location", "missing"),
+    [
+        # docs/UPSTREAM_GAPS.md G5: cutile-rs 0.5.0 scans along dim 0 only.
+        ("row_scan_axis1", "scan", "row_scan_axis1.py:18:18", "only along dim 0"),
+        ("grouped_matmul_list", "entry", "weights", "lists of arrays are not lifted"),
+    ],
+)
+def test_unsupported_construct_is_blocked_where_it_is(
+    fixture: str, op: str, location: str, missing: str, tmp_path: Path
+) -> None:
+    report = port_kernel(FIXTURES / f"{fixture}.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.BLOCKED
+    [blocked] = report.blocked
+    assert (blocked.op, blocked.location) == (op, location)
+    assert missing in blocked.missing
+    assert not (tmp_path / KERNEL_FILE).exists()
+
+
 def test_cli_reports_json_and_exit_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -103,12 +117,7 @@ def test_cli_rejects_a_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[st
     "spec", sorted(CORPUS.glob("*.port.yaml")), ids=lambda p: p.name.removesuffix(".port.yaml")
 )
 def test_corpus_kernel_ports(spec: Path, tmp_path: Path) -> None:
-    name = spec.name.removesuffix(".port.yaml")
     report = port_kernel(spec, tmp_path)
-    if name in KNOWN_BLOCKED:
-        assert report.verdict is KernelWriterVerdict.BLOCKED, report.summary
-        assert report.blocked[0].op == KNOWN_BLOCKED[name]
-        return
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert all(c.exact and c.sass_identical for c in report.checks)
 
