@@ -91,6 +91,12 @@ class AbiProber:
         status = int(function(*descriptors, *self._scalars(resolved), num_sms, plan))
         return status, plan
 
+    def last_error(self) -> str:
+        """The message of this thread's last failed call into the library."""
+        buffer = self.ffi.new("char[]", 4096)
+        self.lib.tileport_last_error(buffer, 4096)
+        return str(self.ffi.string(buffer).decode(errors="replace"))
+
     def _variant_of(self, descriptors: list[Any], changes: dict[str, int]) -> list[Any]:
         first = descriptors[0]
         shape = list(first.shape)[: first.ndim]
@@ -157,5 +163,7 @@ class AbiProber:
             want = (expected.variant, expected.grid, expected.generics)
             passed = status == Status.OK and got == want
             detail = f"library {got} (status {status}), spec {want}"
+            if status != Status.OK:
+                detail += f": {self.last_error()}"
             results.append(CheckResult(name=f"plan {resolved.name}", passed=passed, detail=detail))
         return results

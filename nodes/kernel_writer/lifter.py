@@ -20,6 +20,7 @@ loop-carried value through it (docs/UPSTREAM_GAPS.md, G8).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -153,17 +154,29 @@ OP_NAMES = {
 }
 
 
+# A launch fact's place: (entry argument, -1) for an array's own argument,
+# (entry argument, column) for a column of a list's table.
+FactSlot = tuple[int, int]
+
+
 @dataclass(frozen=True)
 class ParamLayout:
     """One kernel parameter as the cuTile Python calling convention passes it:
     an array is a base pointer followed by `ndim` shape and `ndim` stride
-    arguments; a scalar is one argument; constants pass nothing."""
+    arguments; a list of arrays is the device address of its (length, 1 + 2 *
+    ndim) int64 table of element addresses, shapes and strides, then the
+    length; a scalar is one argument; constants pass nothing."""
 
     name: str
-    kind: Literal["array", "scalar"]
+    kind: Literal["array", "list", "scalar"]
     dtype: str
     ndim: int = 0
     generic: bool = False
+
+    @property
+    def arguments(self) -> int:
+        """How many entry arguments the calling convention passes for it."""
+        return {"array": 1 + 2 * self.ndim, "list": 2, "scalar": 1}[self.kind]
 
 
 @dataclass
@@ -201,7 +214,7 @@ class Lifter:
         params: list[ParamLayout],
         kernel_name: str,
         source: SourceNames | None = None,
-        fact_generics: dict[int, tuple[int, str]] | None = None,
+        fact_generics: dict[FactSlot, tuple[int, str]] | None = None,
         scalar_constants: frozenset[int] = frozenset(),
     ) -> None:
         self.entry = entry
@@ -280,7 +293,7 @@ class Lifter:
 
     def bind_params(self) -> tuple[list[str], list[str], dict[int, str], set[int]]:
         args = self.resolved.entry_args
-        expected = sum(1 + 2 * p.ndim if p.kind == "array" else 1 for p in self.params)
+        expected = sum(p.arguments for p in self.params)
         if expected != len(args):
             raise Blocked(
                 "entry",
@@ -303,6 +316,20 @@ class Lifter:
                 signs[value] = "unsigned" if element.startswith("u") else "signed"
                 index += 1
                 continue
+            if param.kind == "list":
+                table, length = args[index], args[index + 1]
+                name = self.names.fresh(param.name)
+                length_name = self.names.fresh(f"{param.name}_len")
+                table_type = "PointerTile<*mut i64, { [] }>"
+                signature += [f"{name}: *mut i64", f"{length_name}: i32"]
+                preamble.append(f"let {name}: {table_type} = pointer_to_tile({name});")
+                self.bindings[table] = Binding(name, "ptr", table_type)
+                self.bindings[length] = Binding(length_name, "scalar", "i32")
+                signs[table] = signs[length] = "signed"
+                if param.generic:
+                    generic_values |= self.pointers_read_from(table)
+                index += 2
+                continue
             base = args[index]
             name = self.names.fresh(param.name)
             element = "E" if param.generic else _dtype_element(param.dtype)
@@ -323,6 +350,25 @@ class Lifter:
                     signs[value] = "signed"
             index += 1 + 2 * param.ndim
         return signature, preamble, signs, generic_values
+
+    def pointers_read_from(self, table: int) -> set[int]:
+        """The `int_to_ptr` results whose address was read from a list's table:
+        the list's elements, whose element type follows the dtype."""
+        producer = {
+            result: op for op in self.entry.walk() for result in self.resolved.result_ids(op)
+        }
+
+        def reads_table(value: int) -> bool:
+            op = producer.get(value)
+            if op is None:
+                return value == table
+            return any(reads_table(v) for v in self.resolved.operand_ids(op)[:1])
+
+        return {
+            self.resolved.result_ids(op)[0]
+            for op in self.entry.walk()
+            if op.name == "int_to_ptr" and reads_table(self.resolved.operand_ids(op)[0])
+        }
 
     # -- positions and names ------------------------------------------------------
 
@@ -590,8 +636,36 @@ class Lifter:
             value = self.resolved.operand_ids(producer)[0]
             producer = self.resolved.producer(value)
         if value in self.resolved.entry_args:
-            return self.fact_generics.get(self.resolved.entry_args.index(value))
-        return None
+            return self.fact_generics.get((self.resolved.entry_args.index(value), -1))
+        column = self.table_column(value)
+        return None if column is None else self.fact_generics.get(column)
+
+    def table_column(self, value: int) -> FactSlot | None:
+        """(entry argument, column) when `value` is a column of a list's table
+        (an element's address, shape or stride), read as cuTile Python reads it:
+        load a row, extract the column, reshape, convert."""
+        producer = self.resolved.producer(value)
+        while producer is not None and producer.name in ("trunci", "int_to_ptr", "reshape"):
+            producer = self.resolved.producer(self.resolved.operand_ids(producer)[0])
+        if producer is None or producer.name != "extract":
+            return None
+        source, *indices = self.resolved.operand_ids(producer)
+        column_op = self.resolved.producer(indices[-1])
+        if column_op is None or column_op.name != "constant":
+            return None
+        column = int(re.findall(r"-?\d+", column_op.attributes.get("value", ""))[-1])
+        producer = self.resolved.producer(source)
+        while producer is not None and producer.name in (
+            "load_view_tko",
+            "make_partition_view",
+            "make_tensor_view",
+            "assume",
+        ):
+            source = self.resolved.operand_ids(producer)[0]
+            producer = self.resolved.producer(source)
+        if source not in self.resolved.entry_args:
+            return None
+        return self.resolved.entry_args.index(source), column
 
     def op_get_tile_block_id(self, op: Op, scope: _Scope) -> None:
         self.grid_query(op, scope, "pid", "tile_block_id")
@@ -634,20 +708,17 @@ class Lifter:
         tensor = parse_tensor_view(tensor_type)
         if tensor is None:
             raise Blocked(op.name, self.where(op), f"unreadable tensor view type {tensor_type}")
-        if any(d != "?" for d in tensor.shape):
-            raise Blocked(op.name, self.where(op), "static tensor-view shapes are not lifted")
-        rank = len(tensor.shape)
         base_binding = self.bindings[operands[0]]
         stem = base_binding.expr if base_binding.expr.isidentifier() else "tensor"
-        shape_values = operands[1 : 1 + rank]
-        stride_values = operands[1 + rank :]
-        shape_dims = ["-1"] * rank
+        dynamic = iter(operands[1:])
+        shape_dims = ["-1" if d == "?" else d for d in tensor.shape]
         stride_dims = ["-1" if s == "?" else s for s in tensor.strides]
         element = self.element(value)
         shape_name = self.fresh(f"{stem}_shape")
         strides_name = self.fresh(f"{stem}_strides")
-        shape_args = ", ".join(self.use(v, "scalar") for v in shape_values)
-        dynamic = iter(stride_values)
+        shape_args = ", ".join(
+            self.use(next(dynamic), "scalar") if d == "?" else f"{d}i32" for d in tensor.shape
+        )
         stride_args = ", ".join(
             self.use(next(dynamic), "scalar") if s == "?" else f"{s}i32" for s in tensor.strides
         )
@@ -736,7 +807,7 @@ class Lifter:
     def op_load_view_tko(self, op: Op, scope: _Scope) -> None:
         operands = self.resolved.operand_ids(op)
         tile_value, token_value = self.resolved.result_ids(op)
-        view, indices, token = operands[0], operands[1:-1], operands[-1]
+        view, indices, token = self.view_operands(op, operands)
         tma, latency = self.view_hints(op)
         ordering, mem_scope = self.ordering_scope(op)
         tile_type = self.tile_type(tile_value)
@@ -751,7 +822,7 @@ class Lifter:
         self.emit(
             scope,
             f"let ({name}, {token_name}): ({tile_type}, Token) = load_view_raw(\n"
-            f"{INDENT}&{self.use(view)},\n{INDENT}[{index}],\n{INDENT}Some({self.use(token)}),\n"
+            f"{INDENT}&{self.use(view)},\n{INDENT}[{index}],\n{INDENT}{token},\n"
             f"{INDENT}{ordering},\n{INDENT}{mem_scope},\n{INDENT}{tma},\n{INDENT}{latency},\n"
             f"{INDENT}[{inbounds}],\n{INDENT}{shape_macro(self.dims(tile_value))},\n);",
         )
@@ -761,7 +832,8 @@ class Lifter:
     def op_store_view_tko(self, op: Op, scope: _Scope) -> None:
         operands = self.resolved.operand_ids(op)
         token_value = self.resolved.result_ids(op)[0]
-        tile, view, indices, token = operands[0], operands[1], operands[2:-1], operands[-1]
+        tile = operands[0]
+        view, indices, token = self.view_operands(op, operands[1:])
         tma, latency = self.view_hints(op)
         ordering, mem_scope = self.ordering_scope(op)
         name = self.fresh("stored")
@@ -773,10 +845,17 @@ class Lifter:
             scope,
             f"let {name}: Token = store_view_raw(\n{INDENT}&{self.use(view)},\n"
             f"{INDENT}{self.use(tile, 'tile')},\n{INDENT}[{index}],\n"
-            f"{INDENT}Some({self.use(token)}),\n{INDENT}{ordering},\n{INDENT}{mem_scope},\n"
+            f"{INDENT}{token},\n{INDENT}{ordering},\n{INDENT}{mem_scope},\n"
             f"{INDENT}{tma},\n{INDENT}{latency},\n{INDENT}[{inbounds}],\n);",
         )
         self.bind(token_value, name, "token", "Token")
+
+    def view_operands(self, op: Op, operands: list[int]) -> tuple[int, list[int], str]:
+        """A view access's view, its indices, and its token argument: the
+        reference may order it after a token or leave it unordered."""
+        if "token" not in op.attributes:
+            return operands[0], operands[1:], "None"
+        return operands[0], operands[1:-1], f"Some({self.use(operands[-1])})"
 
     def op_join_tokens(self, op: Op, scope: _Scope) -> None:
         operands = self.resolved.operand_ids(op)

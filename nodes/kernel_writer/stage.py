@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import generic_name, probe_values, recover
-from nodes.kernel_writer.lifter import LiftedKernel, Lifter, ParamLayout
+from nodes.kernel_writer.lifter import FactSlot, LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
 from nodes.kernel_writer.rust_check import RustCheck, check_kernel_rs
@@ -45,6 +45,7 @@ from schemas.kernel_writer import (
 from schemas.port_spec import PortSpec, ResolvedConfig, Variant, load_port_spec, spec_relative
 from schemas.reference_export import (
     ArrayArg,
+    ArrayListArg,
     ConstantArg,
     ExportRecord,
     Specialisation,
@@ -79,7 +80,7 @@ class _VariantPlan:
     base: _Check
     layouts: list[ParamLayout]
     generic_arrays: set[str]
-    facts: dict[int, tuple[int, str]]  # entry argument index -> (base value, generic)
+    facts: dict[FactSlot, tuple[int, str]]  # launch fact -> (base value, generic)
     fact_sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -137,43 +138,59 @@ def _layouts(
             )
         elif param is not None and param.kind == "scalar":
             layouts.append(ParamLayout(name, "scalar", param.dtype))
-        elif param is not None and param.kind == "array_list":
-            raise Blocked("entry", name, "lists of arrays are not lifted")
+        elif isinstance(param, ArrayListArg):
+            layouts.append(
+                ParamLayout(
+                    name, "list", param.element.dtype, param.element.ndim, name in generic_arrays
+                )
+            )
     return layouts
+
+
+def _fact_fields(ndim: int) -> list[str]:
+    """An array's launch facts in calling-convention order (a list's table
+    columns follow it too): base address, shapes, strides."""
+    return ["base", *(f"shape{d}" for d in range(ndim)), *(f"stride{d}" for d in range(ndim))]
+
+
+def _fact_generic_name(stem: str, what: str) -> str:
+    if what == "base":
+        return f"{stem}_ALIGN"
+    kind, dim = what[:-1], what[-1]
+    return f"{stem}_{kind.upper()}_{dim}_DIV"
 
 
 def _fact_generics(
     layouts: list[ParamLayout], checks: list[_Check], base: _Check
-) -> tuple[dict[int, tuple[int, str]], dict[str, str]]:
+) -> tuple[dict[FactSlot, tuple[int, str]], dict[str, str]]:
     """Launch facts that differ between the checked configurations become
     const generics: `X_ALIGN` (base address), `X_SHAPE_1_DIV`, `X_STRIDE_0_DIV`."""
-    facts: dict[int, tuple[int, str]] = {}
+    facts: dict[FactSlot, tuple[int, str]] = {}
     sources: dict[str, str] = {}
     index = 0
     for layout in layouts:
-        if layout.kind == "scalar":
-            index += 1
-            continue
-        stem = generic_name(layout.name)
-        slots: list[tuple[int, str, str]] = [(index, f"{stem}_ALIGN", "base")]
-        slots += [(index + 1 + d, f"{stem}_SHAPE_{d}_DIV", f"shape{d}") for d in range(layout.ndim)]
-        slots += [
-            (index + 1 + layout.ndim + d, f"{stem}_STRIDE_{d}_DIV", f"stride{d}")
-            for d in range(layout.ndim)
-        ]
-        for arg, name, what in slots:
+        fields = _fact_fields(layout.ndim)
+        if layout.kind == "array":
+            slots = [((index + k, -1), what) for k, what in enumerate(fields)]
+        elif layout.kind == "list":
+            # A list's element facts are assumes on the values its table holds.
+            slots = [((index, k), what) for k, what in enumerate(fields)]
+        else:
+            slots = []
+        for slot, what in slots:
             values = {_fact(check.spec, layout.name, what) for check in checks}
             if len(values) > 1:
-                facts[arg] = (_fact(base.spec, layout.name, what), name)
+                name = _fact_generic_name(generic_name(layout.name), what)
+                facts[slot] = (_fact(base.spec, layout.name, what), name)
                 sources[name] = f"{layout.name}.{what}: {sorted(values)}"
-        index += 1 + 2 * layout.ndim
+        index += layout.arguments
     return facts, sources
 
 
 def _fact(specialisation: Specialisation, array: str, what: str) -> int:
     param = specialisation.params[array]
-    assert isinstance(param, ArrayArg)
-    facts = param.facts
+    assert isinstance(param, ArrayArg | ArrayListArg)
+    facts = param.facts if isinstance(param, ArrayArg) else param.element
     if what == "base":
         return facts.base_addr_divisible_by
     kind, dim = what[:-1], int(what[-1])
@@ -196,6 +213,8 @@ def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
         for name, arg in check.spec.params.items():
             if isinstance(arg, ArrayArg):
                 dtypes_by_array.setdefault(name, set()).add(arg.facts.dtype)
+            elif isinstance(arg, ArrayListArg):
+                dtypes_by_array.setdefault(name, set()).add(arg.element.dtype)
     generic_arrays = {name for name, dtypes in dtypes_by_array.items() if len(dtypes) > 1}
     base = max(ordered, key=lambda c: (_base_preference(c, generic_arrays), _fact_weight(c.spec)))
     layouts = _layouts(spec, names, base.spec, generic_arrays)
@@ -241,7 +260,7 @@ def _lift_file(
     return lifter.lift()
 
 
-def _facts_of(plan: _VariantPlan, check: _Check) -> dict[int, tuple[int, str]]:
+def _facts_of(plan: _VariantPlan, check: _Check) -> dict[FactSlot, tuple[int, str]]:
     """The fact generics with the values `check`'s export states."""
     out = {}
     for arg, (_, name) in plan.facts.items():
@@ -249,19 +268,15 @@ def _facts_of(plan: _VariantPlan, check: _Check) -> dict[int, tuple[int, str]]:
     return out
 
 
-def _fact_at(plan: _VariantPlan, check: _Check, arg_index: int) -> int:
+def _fact_at(plan: _VariantPlan, check: _Check, slot: FactSlot) -> int:
+    arg_index, column = slot
     index = 0
     for layout in plan.layouts:
-        width = 1 if layout.kind == "scalar" else 1 + 2 * layout.ndim
-        if index <= arg_index < index + width and layout.kind == "array":
-            offset = arg_index - index
-            if offset == 0:
-                return _fact(check.spec, layout.name, "base")
-            if offset <= layout.ndim:
-                return _fact(check.spec, layout.name, f"shape{offset - 1}")
-            return _fact(check.spec, layout.name, f"stride{offset - 1 - layout.ndim}")
-        index += width
-    raise KeyError(arg_index)
+        if index <= arg_index < index + layout.arguments and layout.kind != "scalar":
+            field = arg_index - index if layout.kind == "array" else column
+            return _fact(check.spec, layout.name, _fact_fields(layout.ndim)[field])
+        index += layout.arguments
+    raise KeyError(slot)
 
 
 def _dense_generic(lines: list[str], used: list[str]) -> str | None:

@@ -83,7 +83,8 @@ def test_unmapped_op_is_blocked_with_its_source_location(tmp_path: Path) -> None
     [
         # docs/UPSTREAM_GAPS.md G5: cutile-rs 0.5.0 scans along dim 0 only.
         ("row_scan_axis1", "scan", "row_scan_axis1.py:18:18", "only along dim 0"),
-        ("grouped_matmul_list", "entry", "weights", "lists of arrays are not lifted"),
+        # G8: cutile-rs threads every carried value through an `if` that breaks.
+        ("expert_search_break", "if", "expert_search_break.py:27:8", "a break or continue"),
     ],
 )
 def test_unsupported_construct_is_blocked_where_it_is(

@@ -65,7 +65,7 @@ typedef struct {
     int32_t num_generics;
     uint32_t grid[3];
     int32_t reserved;
-    int64_t generics[8];
+    int64_t generics[32];
 } tileport_plan_t;
 uint32_t tileport_abi_version(void);
 uint64_t tileport_abi_fingerprint(void);

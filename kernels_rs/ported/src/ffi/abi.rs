@@ -5,7 +5,7 @@ use std::mem::{align_of, offset_of, size_of};
 
 pub const ABI_VERSION: u32 = 1;
 pub const MAX_RANK: usize = 4;
-pub const MAX_GENERICS: usize = 8;
+pub const MAX_GENERICS: usize = 32;
 
 /// A borrowed tensor: device address, dtype code, rank, extents and strides (in elements). Entries past ndim are ignored.
 #[repr(C)]
@@ -26,7 +26,7 @@ pub struct Plan {
     pub num_generics: i32,
     pub grid: [u32; 3],
     pub reserved: i32,
-    pub generics: [i64; 8],
+    pub generics: [i64; 32],
 }
 
 /// Status codes; each failure has its own.

@@ -541,8 +541,11 @@ pub unsafe fn write_plan(
     };
     if generics.len() > MAX_GENERICS {
         return fail(
-            Status::Panic,
-            format!("{} generics exceed MAX_GENERICS", generics.len()),
+            Status::Launch,
+            format!(
+                "the plan has {} generic arguments, more than MAX_GENERICS ({MAX_GENERICS})",
+                generics.len()
+            ),
         );
     }
     let grid = launch_grid(grid)?.unwrap_or((0, 0, 0));
