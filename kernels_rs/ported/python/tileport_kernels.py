@@ -83,7 +83,7 @@ int32_t cutile_softmax_plan(
 );
 """
 
-FINGERPRINT = 0x1214500A346CFB79
+FINGERPRINT = 0xFAF180ECEB296E72
 ABI_VERSION = 1
 MAX_RANK = 4
 LIBRARY_FILE = "libtileport_kernels.so"
@@ -175,6 +175,7 @@ OPERATORS: dict[str, dict[str, Any]] = {
         "scalars": [],
     },
 }
+CHECKED_CALLS_KEPT = 256
 
 _TYPESTR_DTYPES = {
     "|b1": "bool",
@@ -286,6 +287,21 @@ def describe(value: object, name: str) -> TensorDescriptor:
     raise TypeError(f"`{name}`: expected a CUDA tensor, got {type(value).__name__}")
 
 
+def _call_key(operator: str, arrays: tuple[object, ...]) -> tuple[object, ...] | None:
+    """What the checks and descriptors of a call depend on, for torch tensors
+    (address, dtype, extents, strides, device); None for other arrays."""
+    key: list[object] = [operator]
+    for array in arrays:
+        tensor: Any = array
+        try:
+            key.append(
+                (tensor.data_ptr(), tensor.dtype, tensor.shape, tensor.stride(), tensor.device)
+            )
+        except AttributeError:
+            return None
+    return tuple(key)
+
+
 def _from_interface(interface: dict[str, Any], name: str) -> TensorDescriptor:
     dtype = _TYPESTR_DTYPES.get(str(interface["typestr"]))
     if dtype is None:
@@ -305,9 +321,13 @@ def _stream_handle(stream: object, first: object) -> int:
     if stream is None:
         torch = sys.modules.get("torch")
         device = getattr(first, "device", None)
-        if torch is not None and device is not None:
-            return int(torch.cuda.current_stream(device).cuda_stream)
-        return 0
+        if torch is None or device is None:
+            return 0
+        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw_stream is not None and device.type == "cuda":
+            # The handle without building a torch.cuda.Stream: a few µs less per call.
+            return int(raw_stream(device.index if device.index is not None else 0))
+        return int(torch.cuda.current_stream(device).cuda_stream)
     if isinstance(stream, int):
         return stream
     for attribute in ("cuda_stream", "ptr", "handle"):
@@ -325,6 +345,9 @@ class Library:
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
         self.lib: Any = self.ffi.dlopen(str(self.path))
+        # Checked calls by _call_key: a call on the same tensors again skips the
+        # Python checks and descriptor building (the library still checks).
+        self._checked: dict[tuple[object, ...], tuple[Any, list[Any]]] = {}
         built = int(self.lib.tileport_abi_fingerprint())
         if built != FINGERPRINT:
             raise TileportAbiMismatch(
@@ -372,12 +395,21 @@ class Library:
     ) -> None:
         """Checks, then launches `cutile_<operator>` on the stream (the current torch
         stream of the first tensor by default). Raises on any refusal."""
-        described = self.check(operator, arrays)
+        key = _call_key(operator, arrays)
+        checked = self._checked.get(key) if key is not None else None
+        if checked is None:
+            described = self.check(operator, arrays)
+            function = getattr(self.lib, f"cutile_{operator}")
+            checked = (function, [self.descriptor(tensor) for tensor in described])
+            if key is not None:
+                if len(self._checked) >= CHECKED_CALLS_KEPT:
+                    self._checked.clear()
+                self._checked[key] = checked
+        function, descriptors = checked
         handle = _stream_handle(stream, arrays[0])
-        descriptors = [self.descriptor(tensor) for tensor in described]
-        function = getattr(self.lib, f"cutile_{operator}")
         status = int(function(*descriptors, *scalars, self.ffi.cast("void *", handle)))
-        self.raise_for(status)
+        if status:
+            self.raise_for(status)
 
     def plan(
         self,
