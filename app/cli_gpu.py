@@ -2,7 +2,8 @@
 
 `gpu-bundle` builds a bundle on the build machine; `gpu-run` runs one on a GPU
 host (correctness, then perf) and writes its reports. On a GPU host without
-this package, `python3 BUNDLE/run.py` does the same as `gpu-run`.
+this package, `python3 BUNDLE/run.py` does the same as `gpu-run`. `results-book`
+gathers the folders gpu-run wrote, one kernel each, into one checked book.
 Exit codes of gpu-run: 0 correctness ALL_PASS, 1 FAIL, 2 BLOCKED (nothing ran on
 a GPU), 3 the bundle is damaged or invalid.
 """
@@ -10,6 +11,28 @@ a GPU), 3 the bundle is damaged or invalid.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+RESULTS_BOOK_DESCRIPTION = """\
+Read the folders `tileport gpu-run` wrote (one kernel each: gpu_run.json, and
+correctness.json when present) and write a results book to DIR: NAME.json (every
+case and timing column, per-kernel and overall geomeans of port / cuTile Python,
+the machine and toolchain), NAME.md (one row per kernel, the overall geomean,
+the targets with pass/fail) and NAME.svg (a bar chart of each kernel's geomean).
+
+Targets: (a) every configuration correct; (b) overall geomean <= 1.00; (c) no
+kernel above 1.05; (d) SASS-identical kernels within 0.99-1.01; (e) the wrapper's
+host cost per call no worse than ct.launch's, where measured.
+
+Exit codes: 0 the book was written (whatever the targets say), 2 bad input (a
+folder without a valid gpu_run.json, two runs of one kernel, a bad NAME, or DIR
+not writable)."""
+
+RESULTS_BOOK_EPILOG = """\
+example:
+  tileport results-book bench/results/h200-2026-11-29-softmax \\
+      bench/results/h200-2026-11-29-vector_add --name h200-2026-11-29 --out bench/results"""
 
 
 def _gpu_run(args: argparse.Namespace) -> int:
@@ -22,6 +45,28 @@ def _gpu_bundle(args: argparse.Namespace) -> int:
     from toolchain.gpu_bundle import build_from_args
 
     return build_from_args(args)
+
+
+def _results_book(args: argparse.Namespace) -> int:
+    from nodes.perf_validator.results_book import BookInputError, build_book, write_book
+
+    try:
+        book = build_book(args.run_dirs, args.name)
+        paths = write_book(book, args.out)
+    except BookInputError as exc:
+        print(f"results-book: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"results-book: cannot write to {args.out}: {exc}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"overall: {book.overall.geomean_line}")
+    for target in book.targets:
+        missing = f"; kernels missing it: {', '.join(target.missing)}" if target.missing else ""
+        result = "PASS" if target.passed else "FAIL"
+        print(f"target ({target.id}) {target.description}: {result}{missing} ({target.detail})")
+    return 0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,3 +86,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_build_arguments(bundle)
     bundle.set_defaults(handler=_gpu_bundle)
+    book = subparsers.add_parser(
+        "results-book",
+        help="gather gpu-run result folders into one book (JSON, markdown, SVG chart)",
+        description=RESULTS_BOOK_DESCRIPTION,
+        epilog=RESULTS_BOOK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    book.add_argument(
+        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="a gpu-run output folder"
+    )
+    book.add_argument("--name", required=True, help="the book's file name, without extension")
+    book.add_argument("--out", required=True, type=Path, metavar="DIR", help="where to write it")
+    book.set_defaults(handler=_results_book)

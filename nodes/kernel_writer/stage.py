@@ -488,13 +488,10 @@ class _Porter:
             if constant is not None:
                 args.append(str(_int_constants(check.spec)[constant]))
                 continue
-            for arg_index, (_, name) in plan.facts.items():
+            for slot, (_, name) in plan.facts.items():
                 if name == generic.name:
-                    args.append(str(self.fact_value(plan, check, arg_index)))
+                    args.append(str(_fact_at(plan, check, slot)))
         return args
-
-    def fact_value(self, plan: _VariantPlan, check: _Check, arg_index: int) -> int:
-        return _fact_at(plan, check, arg_index)
 
     def run(self) -> PortReport:
         started = time.perf_counter()
