@@ -21,6 +21,30 @@ from typing import Any
 
 BUFFER_BYTES = 8 << 20
 
+# CUPTI takes one pair of activity callbacks per process; the timer and the
+# driver trace each add a sink while they run.
+_SINKS: list[Callable[[Any], None]] = []
+_API: list[Any] = []
+
+
+def _activity_api() -> Any:
+    """The `cupti` module with the process's activity callbacks registered."""
+    if _API:
+        return _API[0]
+    from cupti import cupti  # imported here: only GPU hosts have it
+
+    def on_request() -> tuple[int, int]:
+        return BUFFER_BYTES, 0
+
+    def on_complete(activities: list[Any]) -> None:
+        for activity in activities:
+            for sink in list(_SINKS):
+                sink(activity)
+
+    cupti.activity_register_callbacks(on_request, on_complete)
+    _API.append(cupti)
+    return cupti
+
 
 @dataclass(frozen=True)
 class KernelRecord:
@@ -58,22 +82,15 @@ class KernelTimer:
     _cupti: Any = None
 
     def start(self) -> None:
-        from cupti import cupti  # imported here: only GPU hosts have it
+        self._cupti = _activity_api()
+        _SINKS.append(self._collect)
+        self._cupti.activity_enable(self._cupti.ActivityKind.CONCURRENT_KERNEL)
 
-        self._cupti = cupti
-
-        def on_request() -> tuple[int, int]:
-            return BUFFER_BYTES, 0
-
-        def on_complete(activities: list[Any]) -> None:
-            for activity in activities:
-                if activity.kind == cupti.ActivityKind.CONCURRENT_KERNEL:
-                    self.records.append(
-                        KernelRecord(str(activity.name), int(activity.start), int(activity.end))
-                    )
-
-        cupti.activity_register_callbacks(on_request, on_complete)
-        cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
+    def _collect(self, activity: Any) -> None:
+        if activity.kind == self._cupti.ActivityKind.CONCURRENT_KERNEL:
+            self.records.append(
+                KernelRecord(str(activity.name), int(activity.start), int(activity.end))
+            )
 
     def stop(self) -> None:
         if self._cupti is None:
@@ -81,6 +98,7 @@ class KernelTimer:
         self.synchronize()
         self._cupti.activity_flush_all(1)
         self._cupti.activity_disable(self._cupti.ActivityKind.CONCURRENT_KERNEL)
+        _SINKS.remove(self._collect)
         self._cupti = None
 
     def now_ns(self) -> int:
@@ -142,3 +160,50 @@ def summarise(timings: list[CallTiming], label: str) -> Summary | None:
         launches_per_call=float(statistics.median(t.launches for t in mine)),
         samples=len(mine),
     )
+
+
+@dataclass(frozen=True)
+class DriverCall:
+    """One CUDA driver API call: its name, its return code, the calling thread."""
+
+    name: str
+    status: int
+    thread_id: int
+
+    def __str__(self) -> str:
+        return self.name if self.status == 0 else f"{self.name} -> {self.status}"
+
+
+def trace_driver_calls(call: Callable[[], None]) -> list[DriverCall]:
+    """The driver API calls made while `call` runs (any thread), in start order,
+    from CUPTI's DRIVER activity records; exceptions of `call` are swallowed
+    because a failing call is what one traces."""
+    cupti = _activity_api()
+    records: list[tuple[int, int, int, int]] = []
+
+    def collect(activity: Any) -> None:
+        if activity.kind == cupti.ActivityKind.DRIVER:
+            records.append(
+                (
+                    int(activity.start),
+                    int(activity.cbid),
+                    int(activity.return_value),
+                    int(activity.thread_id),
+                )
+            )
+
+    _SINKS.append(collect)
+    cupti.activity_enable(cupti.ActivityKind.DRIVER)
+    try:
+        call()
+    except Exception:  # the trace is the result; the caller knows the call failed
+        pass
+    finally:
+        cupti.activity_flush_all(1)
+        cupti.activity_disable(cupti.ActivityKind.DRIVER)
+        _SINKS.remove(collect)
+    domain = cupti.CallbackDomain.DRIVER_API
+    return [
+        DriverCall(str(cupti.get_callback_name(domain, cbid)), status, thread)
+        for _, cbid, status, thread in sorted(records)
+    ]

@@ -93,6 +93,7 @@ def host_wall_clock_us(torch: Any, call: Callable[[], None], calls: int) -> floa
 # torch's default first; a capture that only a laxer mode accepts says which
 # kind of call breaks it (another thread's, or an unsafe one on this thread).
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
+TRACE_SHOWN = 60
 
 
 def graph_replay_us(
@@ -119,7 +120,24 @@ def graph_replay_us(
         if failures:
             notes.append(f"{label}: captured in mode {mode} only; " + "; ".join(failures))
         return host_wall_clock_us(torch, graph.replay, calls)
+    notes.append(f"{label}: driver calls of a failed capture: {_failed_capture_trace(torch, call)}")
     raise RuntimeError("no capture mode worked: " + "; ".join(failures))
+
+
+def _failed_capture_trace(torch: Any, call: Callable[[], None]) -> str:
+    """Which driver calls a capture of `call` makes, and which of them fail."""
+    from toolchain.cupti import trace_driver_calls
+
+    def capture() -> None:
+        with torch.cuda.graph(torch.cuda.CUDAGraph(), capture_error_mode="relaxed"):
+            call()
+
+    try:
+        calls = trace_driver_calls(capture)
+    except Exception as exc:  # no CUPTI here: say so instead
+        return f"not traced ({type(exc).__name__}: {exc})"
+    torch.cuda.synchronize()
+    return ", ".join(str(c) for c in calls[:TRACE_SHOWN]) or "none recorded"
 
 
 def host_overhead(
