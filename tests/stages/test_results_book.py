@@ -1,6 +1,8 @@
-"""The results book (`tileport results-book`): built from copies of the committed
-H200 runs and from synthetic runs edited to miss the targets; the figures are
-checked against values computed here straight from the JSON."""
+"""The results book (`tileport results-book`): built from copies of two recorded
+H200 runs (fixtures/gpu_runs, kept apart from bench/results so that new runs
+there do not move these figures) and from synthetic runs edited to miss the
+targets; the figures are checked against values computed here straight from
+the JSON."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from nodes.perf_validator.results_book import (
 )
 from schemas.results_book import ResultsBook
 
-RESULTS = REPO / "bench" / "results"
+RESULTS = Path(__file__).parent / "fixtures" / "gpu_runs"
 COMMITTED = ["h200-2026-11-29-softmax", "h200-2026-11-29-vector_add"]
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -49,7 +51,7 @@ def raw_ratios(folder: Path) -> list[float]:
 
 @pytest.fixture
 def runs(tmp_path: Path) -> list[Path]:
-    """Copies of the committed runs, so a test may edit them."""
+    """Copies of the recorded runs, so a test may edit them."""
     copies = []
     for name in COMMITTED:
         copy = tmp_path / "runs" / name
