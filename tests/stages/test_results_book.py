@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from stage_support import REPO
 
 from app.cli import main
 from nodes.perf_validator.results_book import (
