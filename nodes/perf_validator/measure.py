@@ -170,4 +170,19 @@ def host_overhead(
             measured[key] = None
             notes.append(f"{key}: {type(exc).__name__}: {exc}")
             torch.cuda.synchronize()
+    for label, call in (("port", port_cffi), ("ct.launch", reference)):
+        notes.append(f"driver calls of one warm {label} call: {_call_trace(torch, call)}")
     return HostOverhead(config_id=config_id, calls=calls, notes=notes, **measured)
+
+
+def _call_trace(torch: Any, call: Callable[[], None]) -> str:
+    """How many driver calls one call makes, and which (the host cost's anatomy)."""
+    from toolchain.cupti import trace_driver_calls
+
+    try:
+        calls = trace_driver_calls(call)
+    except Exception as exc:  # no CUPTI here: say so instead
+        return f"not traced ({type(exc).__name__}: {exc})"
+    torch.cuda.synchronize()
+    shown = ", ".join(str(c) for c in calls[:TRACE_SHOWN])
+    return f"{len(calls)}: {shown}" if calls else "0"
