@@ -47,6 +47,11 @@ class LibraryArray(_Strict):
     spec_dtypes: list[str] = Field(min_length=1, description="Dtypes the spec allows.")
     unit_stride_dim: int | None = None
     dims: list[LibraryDim]
+    list_length: str | None = Field(
+        None,
+        description="For a list of arrays: the symbol its length binds (or the expression "
+        "it must equal); `rank`, `dims` and the dtypes are its elements'.",
+    )
 
 
 class LibraryOperator(_Strict):

@@ -5,7 +5,8 @@ are drawn fresh per seed as the spec's `init` says; every output is poisoned
 (NaN for floats, the dtype's maximum for integers) before a launch, so an
 element the kernel never writes shows up as non-finite or wrong. Arrays with
 explicit strides or storage offsets are views into a larger allocation, as a
-sliced tensor would be.
+sliced tensor would be. A list of arrays (an input) is a Python list of
+`list_length` such tensors, each drawn on its own.
 """
 
 from __future__ import annotations
@@ -79,9 +80,23 @@ def _fill(
     elif init.kind == "uniform":
         values = torch.rand(tuple(tensor.shape), generator=generator, device=tensor.device)
         tensor.copy_((values * (high - low) + low).to(tensor.dtype))
+    elif init.kind == "partition":
+        tensor.copy_(_partition(torch, tensor, int(high), generator))
     else:
         values = torch.randn(tuple(tensor.shape), generator=generator, device=tensor.device)
         tensor.copy_(values.to(tensor.dtype))
+
+
+def _partition(torch: Any, tensor: Any, total: int, generator: Any) -> Any:
+    """Offsets 0 = o[0] <= ... <= o[-1] = total, the cuts drawn at random."""
+    if tensor.numel() < 2:
+        raise ValueError(f"a partition needs at least two offsets, got shape {tuple(tensor.shape)}")
+    cuts = torch.randint(
+        0, total + 1, (tensor.numel() - 2,), generator=generator, device=tensor.device
+    )
+    ends = torch.tensor([0, total], device=tensor.device)
+    values = torch.cat([ends[:1], cuts.sort().values, ends[1:]])
+    return values.reshape(tuple(tensor.shape)).to(tensor.dtype)
 
 
 def _bound(value: int | float | str | None, env: dict[str, Any]) -> float:
@@ -118,6 +133,9 @@ def make_arrays(
     port_outputs: dict[str, Any] = {}
     kernel_outputs: dict[str, Any] = {}
     for name, array in resolved.arrays.items():
+        if array.list_length is not None:
+            inputs[name] = _input_list(torch, spec, name, array, env, generator, device)
+            continue
         if array.role == "out":
             for side in (port_outputs, kernel_outputs):
                 side[name] = _strided(torch, array, device)
@@ -132,6 +150,26 @@ def make_arrays(
         else:
             inputs[name] = tensor
     return CaseArrays(inputs, port_outputs, kernel_outputs, dict(resolved.scalars))
+
+
+def _input_list(
+    torch: Any,
+    spec: PortSpec,
+    name: str,
+    array: ResolvedArray,
+    env: dict[str, Any],
+    generator: Any,
+    device: Any,
+) -> list[Any]:
+    """A list of arrays: `list_length` tensors of the element's shape, each drawn apart."""
+    if array.role != "in":
+        raise ValueError(f"list {name!r} is an {array.role} parameter: only input lists run here")
+    elements = []
+    for _ in range(array.list_length or 0):
+        tensor = _strided(torch, array, device)
+        _fill(torch, tensor, spec, name, array.dtype, env, generator)
+        elements.append(tensor)
+    return elements
 
 
 def is_ragged(resolved: ResolvedConfig) -> bool:

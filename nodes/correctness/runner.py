@@ -478,15 +478,21 @@ def _broken_case(
 
 
 def abi_probes(ctx: GpuContext, resolved: ResolvedConfig) -> list[AbiProbe]:
-    """Host memory (pageable and pinned) passed as the first array, through the raw C
-    entry: the device check must refuse it before any launch."""
+    """Host memory (pageable and pinned) passed as the first array (not a list), through
+    the raw C entry: the device check must refuse it before any launch."""
     torch = ctx.torch
     arrays = make_arrays(torch, ctx.spec, resolved, 0, ctx.device)
-    tensors = [
-        ctx.wrapper.describe(t, n)
-        for t, n in zip(arrays.port_arrays(ctx.array_order), ctx.array_order, strict=True)
+    port_arrays = arrays.port_arrays(ctx.array_order)
+    plain = [
+        (name, value)
+        for name, value in zip(ctx.array_order, port_arrays, strict=True)
+        if resolved.arrays[name].list_length is None
     ]
-    first = tensors[0]
+    if not plain:
+        ctx.notes.append("no host-memory ABI probe: every array parameter is a list")
+        return []
+    name, value = plain[0]
+    first = ctx.wrapper.describe(value, name)
     host = torch.empty(first.shape, dtype=getattr(torch, first.dtype), device="cpu")
     pinned = torch.empty(first.shape, dtype=getattr(torch, first.dtype), pin_memory=True)
     codes = {name: code for code, name in ctx.wrapper.STATUS.items()}
@@ -495,13 +501,14 @@ def abi_probes(ctx: GpuContext, resolved: ResolvedConfig) -> list[AbiProbe]:
         "pinned host memory": (pinned.data_ptr(), codes["DEVICE"]),
     }
     scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
-    function = getattr(ctx.library.lib, f"cutile_{ctx.operator}")
+    prepared = ctx.library.prepare(ctx.operator, port_arrays)
     probes: list[AbiProbe] = []
     for case, (address, expected) in cases.items():
         moved = ctx.wrapper.TensorDescriptor(address, first.dtype, first.shape, first.strides)
-        descriptors = [ctx.library.descriptor(t) for t in [moved, *tensors[1:]]]
+        arguments = list(prepared.arguments)
+        arguments[prepared.positions[name]] = ctx.library.descriptor(moved)
         stream = ctx.library.ffi.cast("void *", torch.cuda.current_stream().cuda_stream)
-        returned = int(function(*descriptors, *scalars, stream))
+        returned = int(prepared.function(*arguments, *scalars, stream))
         probes.append(AbiProbe(case=case, expected=expected, returned=returned))
     torch.cuda.synchronize()
     return probes
@@ -591,14 +598,13 @@ def _contenders(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -
 
 def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
     arrays = make_arrays(ctx.torch, ctx.spec, resolved, 0, ctx.device)
-    described = ctx.library.check(ctx.operator, arrays.port_arrays(ctx.array_order))
-    descriptors = [ctx.library.descriptor(t) for t in described]
+    # Built once; a list's table is allocated here and rewritten by each call.
+    prepared = ctx.library.prepare(ctx.operator, arrays.port_arrays(ctx.array_order))
     scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
-    function = getattr(ctx.library.lib, f"cutile_{ctx.operator}")
 
     def cffi_call() -> None:
         stream = ctx.library.ffi.cast("void *", ctx.torch.cuda.current_stream().cuda_stream)
-        function(*descriptors, *scalars, stream)
+        prepared.function(*prepared.arguments, *scalars, stream)
 
     return host_overhead(
         ctx.torch,

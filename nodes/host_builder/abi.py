@@ -49,13 +49,15 @@ class Status(IntEnum):
 
 STATUS_MEANING: Final[dict[Status, str]] = {
     Status.OK: "launched (or nothing to do: an empty grid)",
-    Status.NULL_DESCRIPTOR: "a descriptor pointer (or the plan pointer) is null",
+    Status.NULL_DESCRIPTOR: "a descriptor pointer (a list's element array or table, or the "
+    "plan pointer) is null",
     Status.UNKNOWN_DTYPE: "a descriptor's dtype code is not in the ABI's dtype table",
     Status.UNSUPPORTED_DTYPE: "the dtype is valid but the port has no entry for it, "
-    "or arrays that share an element type disagree",
+    "arrays that share an element type disagree, or a list's table is not int64",
     Status.BAD_RANK: "a descriptor's ndim differs from the parameter's rank (or exceeds MAX_RANK)",
     Status.BAD_SHAPE: "a negative extent, an extent above i32, arrays that disagree on a "
-    "dimension, or a derived constant/grid out of range",
+    "dimension, an empty list, a list table of the wrong shape, or a derived constant/grid "
+    "out of range",
     Status.BAD_STRIDE: "a negative stride, a stride above i32, or a non-unit innermost stride",
     Status.MISALIGNED: "a base address or stride breaks a divisibility the port assumes",
     Status.DEVICE: "no CUDA driver, a data pointer that is not device memory, tensors on "
@@ -230,14 +232,22 @@ class ScalarArg:
         return SCALAR_C_TYPES[self.dtype][1]
 
 
+def list_params(name: str) -> tuple[str, str, str]:
+    """The C parameters of list parameter `name`: its element descriptors, their
+    number and the descriptor of its device table."""
+    return name, f"{name}_len", f"{name}_table"
+
+
 @dataclass(frozen=True)
 class OperatorAbi:
-    """The C signature of one operator: its arrays (descriptors) and scalars, in the
-    kernel's parameter order."""
+    """The C signature of one operator: its arrays (descriptors; a list of arrays
+    takes three parameters, see `list_params`) and scalars, in the kernel's
+    parameter order."""
 
     name: str
     arrays: tuple[str, ...]
     scalars: tuple[ScalarArg, ...] = ()
+    lists: frozenset[str] = frozenset()
 
     @property
     def symbol(self) -> str:
@@ -248,7 +258,17 @@ class OperatorAbi:
         return f"cutile_{self.name}_plan"
 
     def _params(self) -> list[str]:
-        params = [f"const {TENSOR_TYPE} *{array}" for array in self.arrays]
+        params: list[str] = []
+        for array in self.arrays:
+            if array in self.lists:
+                elements, length, table = list_params(array)
+                params += [
+                    f"const {TENSOR_TYPE} *{elements}",
+                    f"int32_t {length}",
+                    f"const {TENSOR_TYPE} *{table}",
+                ]
+            else:
+                params.append(f"const {TENSOR_TYPE} *{array}")
         return params + [f"{scalar.c_type} {scalar.name}" for scalar in self.scalars]
 
     def c_declarations(self) -> list[str]:

@@ -5,7 +5,9 @@ its own status without touching a GPU, and the library's own launch plan
 (`cutile_<op>_plan`) must equal the one the port spec gives, for every
 configuration the port takes. Descriptors carry fake, aligned device
 addresses: nothing reaches the device check except the host-pointer cases,
-which must say DEVICE (no driver here; not device memory on a GPU host).
+which must say DEVICE (no driver here; not device memory on a GPU host). A list
+of arrays is passed as the C ABI takes it: an array of element descriptors,
+its length and the descriptor of its (fake) device table.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodes.host_builder.abi import DType, Status
-from nodes.host_builder.binding import OperatorBinding, plan_for
-from schemas.port_spec import ITEMSIZE, PortSpec, ResolvedConfig
+from nodes.host_builder.binding import ArrayBinding, OperatorBinding, plan_for
+from schemas.port_spec import ITEMSIZE, PortSpec, ResolvedArray, ResolvedConfig
 from schemas.reports import AbiCheck, CheckResult
 
 FAKE_BASE = 0x7F00_0000_0000
 FAKE_STEP = 0x1000_0000
+FAKE_ELEMENT_STEP = 0x10_0000
+FAKE_TABLE_BASE = 0x7E00_0000_0000
+
+Arguments = list[list[Any]]
+"""A call's leading C arguments, per array: one descriptor, or a list's element
+array, length and table descriptor."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,10 @@ class Probe:
     case: str
     expected: Status
     descriptors: list[Any]
+
+
+def flat(arguments: Arguments) -> list[Any]:
+    return [argument for group in arguments for argument in group]
 
 
 def _supported(binding: OperatorBinding, resolved: ResolvedConfig) -> bool:
@@ -51,32 +63,47 @@ class AbiProber:
         self.binding = binding
         self.ffi = library.ffi
         self.lib = library.lib
-        self._host_buffer: Any = None  # kept alive while probes point into it
+        self._host_buffers: list[Any] = []  # kept alive while probes point into them
 
     def descriptors(self, resolved: ResolvedConfig) -> list[Any]:
-        built = []
+        """The call's leading C arguments for a configuration, at fake device addresses."""
+        return flat(self.arguments(resolved))
+
+    def arguments(self, resolved: ResolvedConfig) -> Arguments:
+        built: Arguments = []
         for index, array in enumerate(self.binding.arrays):
             facts = resolved.arrays[array.name]
             offset = facts.storage_offset * ITEMSIZE[facts.dtype]
-            built.append(
-                self._tensor(
-                    FAKE_BASE + index * FAKE_STEP + offset,
-                    int(DType.from_spec_name(facts.dtype)),
-                    facts.shape,
-                    facts.strides,
-                )
-            )
+            base = FAKE_BASE + index * FAKE_STEP + offset
+            if not array.is_list:
+                built.append([self._tensor(base, _code(facts), facts.shape, facts.strides)])
+                continue
+            length = facts.list_length or 0
+            elements = self.ffi.new("tileport_tensor_t[]", length)
+            for element in range(length):
+                data = base + element * FAKE_ELEMENT_STEP
+                self._set(elements[element], data, _code(facts), facts.shape, facts.strides)
+            built.append([elements, length, self._table(array, length, index)])
         return built
+
+    def _table(self, array: ArrayBinding, rows: int, index: int) -> Any:
+        columns = array.table_columns
+        data = FAKE_TABLE_BASE + index * FAKE_STEP
+        return self._tensor(data, int(DType.INT64), [rows, columns], [columns, 1])
 
     def _tensor(self, data: int, dtype: int, shape: list[int], strides: list[int]) -> Any:
         cdata = self.ffi.new("tileport_tensor_t *")
+        self._set(cdata, data, dtype, shape, strides)
+        return cdata
+
+    @staticmethod
+    def _set(cdata: Any, data: int, dtype: int, shape: list[int], strides: list[int]) -> None:
         cdata.data = data
         cdata.dtype = dtype
         cdata.ndim = len(shape)
         for dim, (extent, stride) in enumerate(zip(shape, strides, strict=True)):
             cdata.shape[dim] = extent
             cdata.strides[dim] = stride
-        return cdata
 
     def _scalars(self, resolved: ResolvedConfig) -> list[int | float]:
         return [resolved.scalars[s.name] for s in self.binding.scalars]
@@ -97,39 +124,111 @@ class AbiProber:
         self.lib.tileport_last_error(buffer, 4096)
         return str(self.ffi.string(buffer).decode(errors="replace"))
 
-    def _variant_of(self, descriptors: list[Any], changes: dict[str, int]) -> list[Any]:
-        first = descriptors[0]
-        shape = list(first.shape)[: first.ndim]
-        strides = list(first.strides)[: first.ndim]
-        fields = {"data": first.data, "dtype": first.dtype, "ndim": first.ndim, **changes}
+    def _changed(self, descriptor: Any, changes: dict[str, int]) -> Any:
+        """A copy of a descriptor with some of data, dtype and ndim changed."""
+        shape = list(descriptor.shape)[: descriptor.ndim]
+        strides = list(descriptor.strides)[: descriptor.ndim]
+        fields = {
+            "data": descriptor.data,
+            "dtype": descriptor.dtype,
+            "ndim": descriptor.ndim,
+            **changes,
+        }
         changed = self._tensor(fields["data"], fields["dtype"], shape, strides)
         changed.ndim = fields["ndim"]
-        return [changed, *descriptors[1:]]
+        return changed
+
+    def _with(self, good: Arguments, index: int, group: list[Any]) -> list[Any]:
+        """The call's arguments with array `index`'s replaced."""
+        return flat([*good[:index], group, *good[index + 1 :]])
+
+    def _host_address(self) -> int:
+        host = self.ffi.new("char[]", 1 << 16)
+        self._host_buffers.append(host)
+        return (int(self.ffi.cast("uintptr_t", host)) + 255) // 256 * 256
 
     def error_probes(self, resolved: ResolvedConfig) -> list[Probe]:
-        good = self.descriptors(resolved)
-        host = self.ffi.new("char[]", 1 << 16)
-        host_address = (int(self.ffi.cast("uintptr_t", host)) + 255) // 256 * 256
-        self._host_buffer = host
-        negative = self._variant_of(good, {})
-        negative[0].strides[0] = -1
+        good = self.arguments(resolved)
+        arrays = self.binding.arrays
+        probes: list[Probe] = []
+        plain = next((i for i, a in enumerate(arrays) if not a.is_list), None)
+        if plain is not None:
+            probes += self._array_probes(good, plain)
+        listed = next((i for i, a in enumerate(arrays) if a.is_list), None)
+        if listed is not None:
+            probes += self._list_probes(good, listed, arrays[listed])
+        return probes
+
+    def _array_probes(self, good: Arguments, index: int) -> list[Probe]:
+        first = good[index][0]
+
+        def changed(**changes: int) -> list[Any]:
+            return self._with(good, index, [self._changed(first, changes)])
+
+        negative = self._changed(first, {})
+        negative.strides[0] = -1
         return [
-            Probe("null descriptor", Status.NULL_DESCRIPTOR, [self.ffi.NULL, *good[1:]]),
             Probe(
-                "unknown dtype code 0", Status.UNKNOWN_DTYPE, self._variant_of(good, {"dtype": 0})
+                "null descriptor", Status.NULL_DESCRIPTOR, self._with(good, index, [self.ffi.NULL])
             ),
-            Probe(
-                "unknown dtype code 99", Status.UNKNOWN_DTYPE, self._variant_of(good, {"dtype": 99})
-            ),
-            Probe(
-                "wrong rank",
-                Status.BAD_RANK,
-                self._variant_of(good, {"ndim": int(good[0].ndim) + 1}),
-            ),
-            Probe("negative stride", Status.BAD_STRIDE, negative),
-            Probe("null data pointer", Status.DEVICE, self._variant_of(good, {"data": 0})),
-            Probe("host pointer", Status.DEVICE, self._variant_of(good, {"data": host_address})),
+            Probe("unknown dtype code 0", Status.UNKNOWN_DTYPE, changed(dtype=0)),
+            Probe("unknown dtype code 99", Status.UNKNOWN_DTYPE, changed(dtype=99)),
+            Probe("wrong rank", Status.BAD_RANK, changed(ndim=int(first.ndim) + 1)),
+            Probe("negative stride", Status.BAD_STRIDE, self._with(good, index, [negative])),
+            Probe("null data pointer", Status.DEVICE, changed(data=0)),
+            Probe("host pointer", Status.DEVICE, changed(data=self._host_address())),
         ]
+
+    def _list_probes(self, good: Arguments, index: int, array: ArrayBinding) -> list[Probe]:
+        elements, length, table = good[index]
+
+        def group(**parts: Any) -> list[Any]:
+            taken = {"elements": elements, "length": length, "table": table, **parts}
+            return self._with(good, index, [taken["elements"], taken["length"], taken["table"]])
+
+        rows = [self._changed(elements[i], {}) for i in range(length)]
+        wrong_shape = self._table(array, length + 1, index)
+        probes = [
+            Probe(
+                "list: null element array", Status.NULL_DESCRIPTOR, group(elements=self.ffi.NULL)
+            ),
+            Probe("list: no arrays", Status.BAD_SHAPE, group(length=0)),
+            Probe("list: null table", Status.NULL_DESCRIPTOR, group(table=self.ffi.NULL)),
+            Probe("list: table of the wrong shape", Status.BAD_SHAPE, group(table=wrong_shape)),
+            Probe(
+                "list: table not int64",
+                Status.UNSUPPORTED_DTYPE,
+                group(table=self._changed(table, {"dtype": int(DType.FLOAT32)})),
+            ),
+            Probe(
+                "list: element of the wrong rank",
+                Status.BAD_RANK,
+                group(elements=self._element_array(rows, 0, ndim=int(rows[0].ndim) + 1)),
+            ),
+            Probe(
+                "list: element in host memory",
+                Status.DEVICE,
+                group(elements=self._element_array(rows, length - 1, data=self._host_address())),
+            ),
+        ]
+        if length > 1:
+            other = DType.FLOAT32 if int(rows[0].dtype) != DType.FLOAT32 else DType.FLOAT16
+            probes.append(
+                Probe(
+                    "list: element dtype differs from the first",
+                    Status.UNSUPPORTED_DTYPE,
+                    group(elements=self._element_array(rows, 1, dtype=int(other))),
+                )
+            )
+        return probes
+
+    def _element_array(self, rows: list[Any], changed: int, **changes: int) -> Any:
+        """A fresh element array: `rows` with element `changed` changed."""
+        array = self.ffi.new("tileport_tensor_t[]", len(rows))
+        for index, row in enumerate(rows):
+            source = self._changed(row, changes) if index == changed else row
+            array[index] = source[0]
+        return array
 
     def run_error_probes(self, resolved: ResolvedConfig) -> list[AbiCheck]:
         checks = [
@@ -167,3 +266,7 @@ class AbiProber:
                 detail += f": {self.last_error()}"
             results.append(CheckResult(name=f"plan {resolved.name}", passed=passed, detail=detail))
         return results
+
+
+def _code(facts: ResolvedArray) -> int:
+    return int(DType.from_spec_name(facts.dtype))

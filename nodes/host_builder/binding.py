@@ -7,6 +7,13 @@ what each generic argument is (a spec constant, a divisibility of an extent or
 stride derived at launch as cuTile does, or the element type), and which
 divisibilities the kernel assumes outright (preconditions the launcher checks).
 
+A list of arrays (`list_length` in the spec) reaches the entry as its table
+pointer and length; the element facts the kernel states about the table's
+columns are const generics named after the list (`WEIGHTS_ALIGN`,
+`WEIGHTS_SHAPE_0_DIV`, `WEIGHTS_STRIDE_0_DIV`, as the kernel writer names them)
+or literals (preconditions every element must meet). A fact of a list is the
+weakest over its elements.
+
 The generator turns a binding into Rust (`ffi_gen`); `plan_for` computes the
 same launch plan in Python from a resolved configuration, so tests can hold the
 library's own plan (`cutile_<op>_plan`) against it.
@@ -25,8 +32,15 @@ from nodes.host_builder.abi import (
     DType,
     OperatorAbi,
     ScalarArg,
+    list_params,
 )
-from nodes.host_builder.rust_entry import RustEntry, RustKernelModule, RustSourceError
+from nodes.host_builder.rust_entry import (
+    ColumnAssumption,
+    RustEntry,
+    RustKernelModule,
+    RustSourceError,
+)
+from nodes.kernel_writer.generics import generic_name
 from schemas.port_spec import (
     ITEMSIZE,
     ArrayParam,
@@ -61,23 +75,43 @@ class DimRule:
 
 
 @dataclass(frozen=True)
+class LengthRule:
+    """The length of a list of arrays: binds a symbol, or is checked against an
+    expression of symbols bound earlier."""
+
+    binds: str | None = None
+    expected: str | int | None = None
+
+
+@dataclass(frozen=True)
 class ArrayBinding:
     name: str
     rank: int
     spec_dtypes: tuple[DType, ...]
     unit_stride_dim: int | None
     dims: tuple[DimRule, ...]
+    length: LengthRule | None = None  # set for a list of arrays (`dims` are its elements')
+
+    @property
+    def is_list(self) -> bool:
+        return self.length is not None
+
+    @property
+    def table_columns(self) -> int:
+        """Columns of a list's table: an element's address, shapes and strides."""
+        return 1 + 2 * self.rank
 
 
 @dataclass(frozen=True)
 class ParamSource:
     """What one Rust entry parameter receives."""
 
-    kind: str  # "pointer", "shape", "stride", "scalar"
+    kind: str  # "pointer", "shape", "stride", "scalar"; for a list: "table", "length"
     array: str | None = None
     dim: int | None = None
     scalar: str | None = None
     pointee: str | None = None  # for pointers: a Rust element type or a type generic
+    element: str | None = None  # for tables: the type the kernel reads elements as
 
 
 @dataclass(frozen=True)
@@ -96,10 +130,11 @@ class GenericRule:
 
 @dataclass(frozen=True)
 class Precondition:
-    """A divisibility the kernel states as a literal: the arguments must meet it."""
+    """A divisibility the kernel states as a literal: the arguments must meet it (for
+    a list: each of its elements; "table" and "length" are the list's own)."""
 
     array: str
-    kind: str  # "address" (bytes), "shape" or "stride" (elements)
+    kind: str  # "address" (bytes), "shape" or "stride" (elements), "table", "length"
     dim: int | None
     divisor: int
 
@@ -136,7 +171,18 @@ class OperatorBinding:
             name=self.operator,
             arrays=tuple(array.name for array in self.arrays),
             scalars=self.scalars,
+            lists=frozenset(array.name for array in self.arrays if array.is_list),
         )
+
+    @property
+    def bound_symbols(self) -> list[str]:
+        """The symbols the arguments bind (list lengths and extents), in binding order."""
+        symbols: list[str] = []
+        for array in self.arrays:
+            if array.length is not None and array.length.binds:
+                symbols.append(array.length.binds)
+            symbols += [rule.binds for rule in array.dims if rule.binds]
+        return symbols
 
     def unsupported_dtypes(self) -> dict[str, list[str]]:
         """Per array, the dtypes the spec allows but no variant of the port takes."""
@@ -173,25 +219,32 @@ def kernel_parameter_order(spec: PortSpec, spec_path: Path) -> list[str]:
 # --- binding ------------------------------------------------------------------------
 
 
+def _binds(value: str | int, what: str, bound: set[str]) -> str | None:
+    """The symbol `value` binds (a name no argument bound yet), else None after checking
+    that every name it uses is bound."""
+    if isinstance(value, str) and value.isidentifier() and value not in bound:
+        bound.add(value)
+        return value
+    if isinstance(value, str):
+        unbound = names_in(value) - bound
+        if unbound:
+            raise BindingError(
+                f"{what} = {value!r} uses {sorted(unbound)} before any array binds them"
+            )
+    return None
+
+
 def _array_binding(name: str, param: ArrayParam, bound: set[str]) -> ArrayBinding:
-    if param.list_length is not None:
-        raise BindingError(f"array {name!r} is a list of arrays: the C ABI has no list yet")
     if param.rank < 1:
         raise BindingError(f"array {name!r} has rank 0: pass it as a scalar")
+    length: LengthRule | None = None
+    if param.list_length is not None:
+        symbol = _binds(param.list_length, f"{name}.list_length", bound)
+        length = LengthRule(binds=symbol, expected=None if symbol else param.list_length)
     rules: list[DimRule] = []
     for dim, extent in enumerate(param.shape):
-        if isinstance(extent, str) and extent.isidentifier() and extent not in bound:
-            bound.add(extent)
-            rules.append(DimRule(dim=dim, binds=extent))
-            continue
-        if isinstance(extent, str):
-            unbound = names_in(extent) - bound
-            if unbound:
-                raise BindingError(
-                    f"{name}.shape[{dim}] = {extent!r} uses {sorted(unbound)} before any "
-                    "array binds them"
-                )
-        rules.append(DimRule(dim=dim, expected=extent))
+        symbol = _binds(extent, f"{name}.shape[{dim}]", bound)
+        rules.append(DimRule(dim=dim, binds=symbol, expected=None if symbol else extent))
     innermost = param.memory_order[-1] if param.memory_order else param.rank - 1
     return ArrayBinding(
         name=name,
@@ -199,6 +252,7 @@ def _array_binding(name: str, param: ArrayParam, bound: set[str]) -> ArrayBindin
         spec_dtypes=tuple(DType.from_spec_name(d) for d in param.dtypes),
         unit_stride_dim=innermost,
         dims=tuple(rules),
+        length=length,
     )
 
 
@@ -224,31 +278,61 @@ def _entry_for(
     )
 
 
-def _param_sources(spec: PortSpec, order: list[str], entry: RustEntry) -> tuple[ParamSource, ...]:
+def _calling_convention(spec: PortSpec, order: list[str]) -> list[ParamSource]:
+    """What cuTile Python passes, per parameter: an array's pointer, shapes and strides;
+    a list's table and length; a scalar."""
     expected: list[ParamSource] = []
     for name in order:
-        if name in spec.arrays:
+        if name in spec.arrays and spec.arrays[name].list_length is not None:
+            expected += [ParamSource("table", array=name), ParamSource("length", array=name)]
+        elif name in spec.arrays:
             rank = spec.arrays[name].rank
             expected.append(ParamSource("pointer", array=name))
             expected += [ParamSource("shape", array=name, dim=d) for d in range(rank)]
             expected += [ParamSource("stride", array=name, dim=d) for d in range(rank)]
         elif name in spec.scalars:
             expected.append(ParamSource("scalar", scalar=name))
+    return expected
+
+
+def _table_source(entry: RustEntry, source: ParamSource, table_param: str) -> ParamSource:
+    """A list's table parameter: `*mut i64`, with the element type the kernel reads its
+    addresses as (None when it never makes them pointers)."""
+    if entry.param(table_param).pointee != "i64":
+        raise BindingError(
+            f"{entry.name}: parameter {table_param} should be `*mut i64`, the table of list "
+            f"{source.array!r}, found `{entry.param(table_param).rust_type}`"
+        )
+    pointees = entry.table_reads({table_param}).pointees(table_param)
+    if len(pointees) > 1:
+        raise BindingError(
+            f"{entry.name}: the elements of list {source.array!r} are read as several types "
+            f"{sorted(pointees)}"
+        )
+    element = next(iter(pointees), None)
+    return ParamSource("table", array=source.array, pointee="i64", element=element)
+
+
+def _param_sources(spec: PortSpec, order: list[str], entry: RustEntry) -> tuple[ParamSource, ...]:
+    expected = _calling_convention(spec, order)
     if len(expected) != len(entry.params):
         raise BindingError(
             f"entry {entry.name} takes {len(entry.params)} parameters; the cuTile calling "
-            f"convention of {order} gives {len(expected)} (pointer, shape, strides per array)"
+            f"convention of {order} gives {len(expected)} (pointer, shape, strides per array; "
+            "table and length per list)"
         )
     sources: list[ParamSource] = []
     for source, param in zip(expected, entry.params, strict=True):
-        if source.kind == "pointer":
+        if source.kind == "table":
+            sources.append(_table_source(entry, source, param.name))
+        elif source.kind == "pointer":
             if param.pointee is None:
                 raise BindingError(
                     f"{entry.name}: parameter {param.name} should be a raw pointer for "
                     f"array {source.array!r}, found `{param.rust_type}`"
                 )
             sources.append(ParamSource("pointer", array=source.array, pointee=param.pointee))
-        elif source.kind in ("shape", "stride") and param.rust_type != "i32":
+        elif source.kind in ("shape", "stride", "length") and param.rust_type != "i32":
             raise BindingError(
                 f"{entry.name}: parameter {param.name} ({source.kind} of {source.array}) "
                 f"must be i32, found `{param.rust_type}`"
@@ -274,17 +358,20 @@ def _allowed_dtypes(
     type_generics = {g.name for g in entry.generics if g.kind == "type"}
     allowed: dict[str, tuple[DType, ...]] = {}
     for source in sources:
-        if source.kind != "pointer" or source.array is None or source.pointee is None:
+        typed = source.pointee if source.kind == "pointer" else source.element
+        if source.kind not in ("pointer", "table") or source.array is None:
             continue
         spec_dtypes = [DType.from_spec_name(d) for d in spec.arrays[source.array].dtypes]
-        pointee = source.pointee.split("::")[-1]
-        if source.pointee in type_generics:
+        if typed is None:
+            taken = spec_dtypes  # a list whose elements the kernel never dereferences
+        elif typed in type_generics:
             taken = [d for d in spec_dtypes if d in RUST_ELEMENT_TYPES]
         else:
+            pointee = typed.split("::")[-1]
             taken = [d for d in spec_dtypes if RUST_ELEMENT_TYPES.get(d) == pointee]
         if not taken:
             raise BindingError(
-                f"{entry.name}: array {source.array!r} is `*mut {source.pointee}`, which takes "
+                f"{entry.name}: array {source.array!r} is `*mut {typed}`, which takes "
                 f"none of the spec's dtypes {spec.arrays[source.array].dtypes}"
             )
         allowed[source.array] = tuple(taken)
@@ -295,21 +382,27 @@ def _param_positions(sources: tuple[ParamSource, ...], entry: RustEntry) -> dict
     return {param.name: source for param, source in zip(entry.params, sources, strict=True)}
 
 
+def _typed_by(source: ParamSource, generic: str) -> bool:
+    """Whether the array (or list elements) of `source` take the element type `generic`."""
+    if source.kind == "pointer":
+        return source.pointee == generic
+    return source.kind == "table" and source.element == generic
+
+
 def _generic_rules(
-    spec: PortSpec, entry: RustEntry, sources: tuple[ParamSource, ...]
+    spec: PortSpec,
+    entry: RustEntry,
+    sources: tuple[ParamSource, ...],
+    arrays: tuple[ArrayBinding, ...],
 ) -> tuple[GenericRule, ...]:
     by_param = _param_positions(sources, entry)
     rules: list[GenericRule] = []
     for generic in entry.generics:
         if generic.kind == "type":
-            arrays = tuple(
-                s.array
-                for s in sources
-                if s.kind == "pointer" and s.pointee == generic.name and s.array
-            )
-            if not arrays:
+            typed = tuple(s.array for s in sources if _typed_by(s, generic.name) and s.array)
+            if not typed:
                 raise BindingError(f"{entry.name}: type generic {generic.name} types no array")
-            rules.append(GenericRule(generic.name, "element", arrays=arrays))
+            rules.append(GenericRule(generic.name, "element", arrays=typed))
             continue
         if generic.name in spec.constants:
             if spec.constants[generic.name].type == "float":
@@ -325,12 +418,83 @@ def _generic_rules(
             continue
         derived = _fact_rule(entry, generic.name, by_param)
         if derived is None:
+            derived = _list_fact_rule(entry, generic.name, sources, arrays)
+        if derived is None:
             raise BindingError(
-                f"{entry.name}: const generic {generic.name} is neither a spec constant nor "
-                "the divisor of an `assume_div_by`/`divisible` on a pointer, shape or stride"
+                f"{entry.name}: const generic {generic.name} is neither a spec constant, nor "
+                "the divisor of an `assume_div_by`/`divisible` on a pointer, shape or stride, "
+                "nor a list's element fact (`<LIST>_ALIGN`, `<LIST>_SHAPE_<d>_DIV`, "
+                "`<LIST>_STRIDE_<d>_DIV`)"
             )
         rules.append(derived)
     return tuple(rules)
+
+
+def _column(array: ArrayBinding, extent: ExtentKind, dim: int | None) -> int:
+    """The table column holding an element's address, shape or stride."""
+    if extent is ExtentKind.ADDRESS:
+        return 0
+    assert dim is not None
+    return 1 + dim if extent is ExtentKind.SHAPE else 1 + array.rank + dim
+
+
+def _column_fact(array: ArrayBinding, column: int) -> tuple[ExtentKind, int | None] | None:
+    """The element fact a table column holds, or None past the columns."""
+    if column == 0:
+        return ExtentKind.ADDRESS, None
+    if 1 <= column <= array.rank:
+        return ExtentKind.SHAPE, column - 1
+    if array.rank < column < array.table_columns:
+        return ExtentKind.STRIDE, column - 1 - array.rank
+    return None
+
+
+def _list_fact_names(array: ArrayBinding) -> dict[str, tuple[ExtentKind, int | None]]:
+    """The kernel writer's names of a list's element facts."""
+    stem = generic_name(array.name)
+    names: dict[str, tuple[ExtentKind, int | None]] = {f"{stem}_ALIGN": (ExtentKind.ADDRESS, None)}
+    for dim in range(array.rank):
+        names[f"{stem}_SHAPE_{dim}_DIV"] = (ExtentKind.SHAPE, dim)
+        names[f"{stem}_STRIDE_{dim}_DIV"] = (ExtentKind.STRIDE, dim)
+    return names
+
+
+def _list_fact_rule(
+    entry: RustEntry,
+    generic: str,
+    sources: tuple[ParamSource, ...],
+    arrays: tuple[ArrayBinding, ...],
+) -> GenericRule | None:
+    """A list's element fact, recognised by its name: the kernel applies it to values it
+    reads from the table, which no entry parameter shows."""
+    for array in arrays:
+        fact = _list_fact_names(array).get(generic) if array.is_list else None
+        if fact is None:
+            continue
+        extent, dim = fact
+        for read in _column_assumptions(entry, sources, array.name):
+            if read.divisor == generic and read.column != _column(array, extent, dim):
+                raise BindingError(
+                    f"{entry.name}: {generic} names {extent.value} {dim} of list "
+                    f"{array.name!r} but the kernel applies it to table column {read.column}"
+                )
+        return GenericRule(generic, "fact", array=array.name, extent=extent, dim=dim)
+    return None
+
+
+def _column_assumptions(
+    entry: RustEntry, sources: tuple[ParamSource, ...], array: str
+) -> tuple[ColumnAssumption, ...]:
+    """What the kernel states about the columns of list `array`'s table."""
+    by_list = {
+        s.array: p.name
+        for p, s in zip(entry.params, sources, strict=True)
+        if s.kind == "table" and s.array
+    }
+    table = by_list.get(array)
+    if table is None:
+        return ()
+    return entry.table_reads({table}).assumptions
 
 
 def _fact_rule(
@@ -346,7 +510,9 @@ def _fact_rule(
     return None
 
 
-def _preconditions(entry: RustEntry, sources: tuple[ParamSource, ...]) -> tuple[Precondition, ...]:
+def _preconditions(
+    entry: RustEntry, sources: tuple[ParamSource, ...], arrays: tuple[ArrayBinding, ...]
+) -> tuple[Precondition, ...]:
     by_param = _param_positions(sources, entry)
     found: list[Precondition] = []
     for assumption in entry.assumptions:
@@ -356,7 +522,32 @@ def _preconditions(entry: RustEntry, sources: tuple[ParamSource, ...]) -> tuple[
             continue
         kind = "address" if source.kind == "pointer" else source.kind
         found.append(Precondition(source.array, kind, source.dim, divisor))
+    for array in arrays:
+        if array.is_list:
+            found += _element_preconditions(entry, sources, array)
     return tuple(dict.fromkeys(found))
+
+
+def _element_preconditions(
+    entry: RustEntry, sources: tuple[ParamSource, ...], array: ArrayBinding
+) -> list[Precondition]:
+    """Literal divisibilities the kernel states about values read from a list's table:
+    each element must meet them."""
+    found: list[Precondition] = []
+    for read in _column_assumptions(entry, sources, array.name):
+        divisor = read.literal
+        fact = _column_fact(array, read.column)
+        if divisor is None or divisor <= 1:
+            continue
+        if fact is None:
+            raise BindingError(
+                f"{entry.name}: the kernel assumes column {read.column} of list "
+                f"{array.name!r}'s table divisible by {divisor}; the table has "
+                f"{array.table_columns} columns"
+            )
+        extent, dim = fact
+        found.append(Precondition(array.name, extent.value, dim, divisor))
+    return found
 
 
 def _variant_constants(
@@ -399,6 +590,7 @@ def bind_operator(
     arrays = tuple(
         _array_binding(name, spec.arrays[name], bound) for name in order if name in spec.arrays
     )
+    _check_c_names(order, arrays)
     scalars = tuple(
         ScalarArg(name, DType.from_spec_name(spec.scalars[name].dtype))
         for name in order
@@ -422,8 +614,8 @@ def bind_operator(
                 constants=_variant_constants(spec, dict(variant.constants)),
                 grid=(grid[0], grid[1], grid[2]),
                 params=sources,
-                generics=_generic_rules(spec, entry, sources),
-                preconditions=_preconditions(entry, sources),
+                generics=_generic_rules(spec, entry, sources, arrays),
+                preconditions=_preconditions(entry, sources, arrays),
                 allowed_dtypes=_allowed_dtypes(spec, entry, sources),
             )
         )
@@ -438,6 +630,17 @@ def bind_operator(
         variants=tuple(variants),
         uses_num_sms=_uses_num_sms(spec),
     )
+
+
+def _check_c_names(order: list[str], arrays: tuple[ArrayBinding, ...]) -> None:
+    """A list's extra C parameters (`<name>_len`, `<name>_table`) must not collide."""
+    names = list(order)
+    for array in arrays:
+        if array.is_list:
+            names += list(list_params(array.name)[1:])
+    clashes = sorted({name for name in names if names.count(name) > 1})
+    if clashes:
+        raise BindingError(f"C parameter names {clashes} would be declared twice")
 
 
 def _uses_num_sms(spec: PortSpec) -> bool:

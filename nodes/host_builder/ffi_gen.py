@@ -4,7 +4,9 @@ The template (`templates/operator.rs.j2`) fixes the shape every launcher has;
 this module fills it: descriptor checks and dimension binding, per variant the
 dispatch condition, constants, dtype checks, assumed divisibilities, grid and
 generic arguments, and the launch of the variant's entry (one match arm per
-element-type combination when the entry is generic over element types).
+element-type combination when the entry is generic over element types). A
+list of arrays is a `ListArg` (`rt::list_arg`): its elements are checked like
+arrays, and its table is written on the stream right before the launch.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from nodes.host_builder.abi import RUST_ELEMENT_TYPES, RUST_TYPE_PATHS, DType, camel
+from nodes.host_builder.abi import RUST_ELEMENT_TYPES, RUST_TYPE_PATHS, DType, camel, list_params
 from nodes.host_builder.binding import (
     ArrayBinding,
     BindingError,
@@ -61,7 +63,8 @@ def _scalar_variable(name: str, dtype: DType, prefix: str) -> Variable:
 class _Generator:
     def __init__(self, binding: OperatorBinding) -> None:
         self.binding = binding
-        self.dims = [rule.binds for a in binding.arrays for rule in a.dims if rule.binds]
+        self.dims = binding.bound_symbols
+        self.lists = {a.name for a in binding.arrays if a.is_list}
         first = binding.arrays[0].name
         self.base_vars: dict[str, Variable] = {
             symbol: Variable(f"args.{_dim_var(symbol)}", Kind.INT) for symbol in self.dims
@@ -73,10 +76,7 @@ class _Generator:
     # -- check(): descriptors and dimensions ----------------------------------------
 
     def check_lines(self) -> list[str]:
-        lines = [
-            f'let {a.name} = unsafe {{ rt::tensor_arg({a.name}, "{a.name}", {a.rank})? }};'
-            for a in self.binding.arrays
-        ]
+        lines = [self._read_line(a) for a in self.binding.arrays]
         lines += [
             f"{a.name}.require_unit_stride({a.unit_stride_dim})?;"
             for a in self.binding.arrays
@@ -87,22 +87,59 @@ class _Generator:
             lines += self._dim_lines(array, local, set(self.dims))
         return lines
 
+    @staticmethod
+    def _read_line(array: ArrayBinding) -> str:
+        if not array.is_list:
+            return (
+                f"let {array.name} = unsafe {{ "
+                f'rt::tensor_arg({array.name}, "{array.name}", {array.rank})? }};'
+            )
+        params = list_params(array.name)
+        names = ", ".join(f'"{name}"' for name in params)
+        return (
+            f"let {array.name} = unsafe {{ rt::list_arg({', '.join(params)}, "
+            f"[{names}], {array.rank})? }};"
+        )
+
+    def _length_lines(self, array: ArrayBinding, local: Transpiler, dims: set[str]) -> list[str]:
+        rule = array.length
+        if rule is None:
+            return []
+        if rule.binds:
+            return [f"let {_dim_var(rule.binds)} = {array.name}.len();"]
+        if rule.expected is not None and _names(rule.expected) <= dims:
+            code = self._expr(local, rule.expected, Kind.INT)
+            return [f'{array.name}.require_len({code}, "{rule.expected}")?;']
+        return []
+
     def _dim_lines(self, array: ArrayBinding, local: Transpiler, dims: set[str]) -> list[str]:
-        lines: list[str] = []
+        lines = self._length_lines(array, local, dims)
         for rule in array.dims:
             if rule.binds:
                 lines.append(f"let {_dim_var(rule.binds)} = {array.name}.dim({rule.dim});")
+                if array.is_list:
+                    # The first element binds the symbol; every element must agree.
+                    var = _dim_var(rule.binds)
+                    lines.append(f'{array.name}.require_dim({rule.dim}, {var}, "{rule.binds}")?;')
             elif _names(rule.expected) <= dims and rule.expected is not None:
                 code = self._expr(local, rule.expected, Kind.INT)
                 lines.append(f'{array.name}.require_dim({rule.dim}, {code}, "{rule.expected}")?;')
         return lines
 
-    def args_fields(self) -> list[str]:
-        fields = [a.name for a in self.binding.arrays] + [_dim_var(s) for s in self.dims]
+    def array_fields(self) -> list[str]:
+        return [f"{a.name}: {'ListArg' if a.is_list else 'TensorArg'}" for a in self.binding.arrays]
+
+    def kept_dims(self, derive_body: list[str]) -> list[str]:
+        """The symbols derive() reads; the others are only checked, in check()."""
+        text = "\n".join(derive_body)
+        return [s for s in self.dims if re.search(rf"\bargs\.{_dim_var(s)}\b", text)]
+
+    def args_fields(self, dims: list[str]) -> list[str]:
+        fields = [a.name for a in self.binding.arrays] + [_dim_var(s) for s in dims]
         return fields + [f"{_scalar_field(s.name)}: {s.name}" for s in self.binding.scalars]
 
-    def extra_fields(self) -> list[str]:
-        fields = [f"{_dim_var(s)}: i64" for s in self.dims]
+    def extra_fields(self, dims: list[str]) -> list[str]:
+        fields = [f"{_dim_var(s)}: i64" for s in dims]
         return fields + [f"{_scalar_field(s.name)}: {s.rust_type}" for s in self.binding.scalars]
 
     # -- derive(): one block per variant ------------------------------------------------
@@ -145,6 +182,10 @@ class _Generator:
     def _deferred_dim_checks(self, transpiler: Transpiler) -> list[str]:
         lines: list[str] = []
         for array in self.binding.arrays:
+            length = array.length.expected if array.length is not None else None
+            if length is not None and not _names(length) <= set(self.dims):
+                code = self._expr(transpiler, length, Kind.INT)
+                lines.append(f'args.{array.name}.require_len({code}, "{length}")?;')
             for rule in array.dims:
                 if rule.binds or rule.expected is None or _names(rule.expected) <= set(self.dims):
                     continue
@@ -161,13 +202,21 @@ class _Generator:
             lines.append(f"args.{array}.require_dtype(&[{listed}])?;")
         for rule in variant.generics:
             if rule.kind == "element" and len(rule.arrays) > 1:
-                refs = ", ".join(f"&args.{a}" for a in rule.arrays)
+                refs = ", ".join(self._tensor_ref(a) for a in rule.arrays)
                 lines.append(f'rt::require_same_dtype(&[{refs}], "{rule.name}")?;')
         return lines
+
+    def _tensor_ref(self, array: str) -> str:
+        """A `&TensorArg` of the array; a list's first element (all share its dtype)."""
+        return f"args.{array}.first()" if array in self.lists else f"&args.{array}"
 
     def _precondition_line(self, pre: Precondition) -> str:
         if pre.kind == "address":
             return f"args.{pre.array}.require_address_divisible({pre.divisor})?;"
+        if pre.kind == "table":
+            return f"args.{pre.array}.require_table_divisible({pre.divisor})?;"
+        if pre.kind == "length":
+            return f"args.{pre.array}.require_len_divisible({pre.divisor})?;"
         self.imports.add("Extent")
         extent = "Extent::Shape" if pre.kind == "shape" else "Extent::Stride"
         return f"args.{pre.array}.require_divisible({extent}, {pre.dim}, {pre.divisor})?;"
@@ -175,6 +224,13 @@ class _Generator:
     def _generic_code(self, variant: VariantBinding, rule: GenericRule) -> str:
         if rule.kind == "element":
             return f"Generic::Element(args.{rule.arrays[0]}.dtype)"
+        if rule.kind == "fact" and rule.array in self.lists:
+            # A list's fact is the weakest over its elements.
+            array = f"args.{rule.array}"
+            if rule.extent is ExtentKind.ADDRESS:
+                return f"Generic::Int({array}.address_fact())"
+            method = "shape_fact" if rule.extent is ExtentKind.SHAPE else "stride_fact"
+            return f"Generic::Int({array}.{method}({rule.dim}))"
         if rule.kind == "fact":
             array = f"args.{rule.array}"
             if rule.extent is ExtentKind.ADDRESS:
@@ -236,6 +292,10 @@ class _Generator:
         )
 
     def _argument(self, source: ParamSource, types: dict[str, str]) -> str:
+        if source.kind == "table":
+            return f"args.{source.array}.table.device_pointer::<i64>()"
+        if source.kind == "length":
+            return f"args.{source.array}.len_i32()"
         if source.kind == "pointer":
             pointee = source.pointee or ""
             element = types.get(pointee, RUST_TYPE_PATHS.get(pointee, pointee))
@@ -245,6 +305,42 @@ class _Generator:
         if source.kind == "stride":
             return f"args.{source.array}.stride_i32({source.dim})"
         return f"args.{_scalar_field(source.scalar or '')}"
+
+    def table_writes(self) -> list[str]:
+        return [
+            f"unsafe {{ rt::write_table(&args.{a.name}, device, stream)? }};"
+            for a in self.binding.arrays
+            if a.is_list
+        ]
+
+    def device_arrays(self) -> str:
+        """The `&[&TensorArg]` the device check covers: every array, each list's
+        elements and table."""
+        plain = ", ".join(f"&args.{a.name}" for a in self.binding.arrays if not a.is_list)
+        if not self.lists:
+            return f"&[{plain}]"
+        lists = ", ".join(f"&args.{a.name}" for a in self.binding.arrays if a.is_list)
+        return f"&rt::with_lists(&[{plain}], &[{lists}])"
+
+    def c_params(self) -> list[str]:
+        params: list[str] = []
+        for array in self.binding.arrays:
+            if array.is_list:
+                elements, length, table = list_params(array.name)
+                params += [
+                    f"{elements}: *const Tensor",
+                    f"{length}: i32",
+                    f"{table}: *const Tensor",
+                ]
+            else:
+                params.append(f"{array.name}: *const Tensor")
+        return params + [f"{s.name}: {s.rust_type}" for s in self.binding.scalars]
+
+    def call_args(self) -> list[str]:
+        names: list[str] = []
+        for array in self.binding.arrays:
+            names += list(list_params(array.name)) if array.is_list else [array.name]
+        return names + [s.name for s in self.binding.scalars]
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -293,10 +389,14 @@ def generate_operator_rs(binding: OperatorBinding) -> str:
     generator = _Generator(binding)
     check_lines = generator.check_lines()
     derive_body = generator.derive_body()
+    kept = generator.kept_dims(derive_body)
     launch_arms = [generator.launch_arm(v) for v in binding.variants]
-    c_params = [f"{a.name}: *const Tensor" for a in binding.arrays]
-    c_params += [f"{s.name}: {s.rust_type}" for s in binding.scalars]
-    order = ["self as rt", "AbiResult", "Extent", "Generic", "TensorArg"]
+    c_params = generator.c_params()
+    if generator.lists:
+        generator.imports.add("ListArg")
+    if all(array.is_list for array in binding.arrays):
+        generator.imports.discard("TensorArg")
+    order = ["self as rt", "AbiResult", "Extent", "Generic", "ListArg", "TensorArg"]
     environment = Environment(
         loader=FileSystemLoader(TEMPLATES),
         undefined=StrictUndefined,
@@ -311,16 +411,17 @@ def generate_operator_rs(binding: OperatorBinding) -> str:
         plan_symbol=binding.abi.plan_symbol,
         rust_module_path=binding.rust_module_path,
         runtime_imports=", ".join(name for name in order if name in generator.imports),
-        arrays=[a.name for a in binding.arrays],
-        extra_fields=generator.extra_fields(),
-        args_fields=generator.args_fields(),
+        array_fields=generator.array_fields(),
+        extra_fields=generator.extra_fields(kept),
+        args_fields=generator.args_fields(kept),
         check_lines=check_lines,
         derive_body=derive_body,
         launch_arms=launch_arms,
         c_params=", ".join(c_params),
         c_params_sep=", " if c_params else "",
-        call_args=", ".join([a.name for a in binding.arrays] + [s.name for s in binding.scalars]),
-        device_arrays=", ".join(f"&args.{a.name}" for a in binding.arrays),
+        call_args=", ".join(generator.call_args()),
+        device_arrays=generator.device_arrays(),
+        table_writes=generator.table_writes(),
         uses_num_sms=binding.uses_num_sms,
         num_sms_param="num_sms" if binding.uses_num_sms else "_num_sms",
     )

@@ -199,9 +199,8 @@ def read_manifest() -> LibraryManifest:
     return LibraryManifest.model_validate_json(MANIFEST_PATH.read_text(encoding="utf-8"))
 
 
-def operator_entry(
-    binding: OperatorBinding, entries: dict[str, str] | None = None
-) -> LibraryOperator:
+def library_arrays(binding: OperatorBinding) -> list[LibraryArray]:
+    """The manifest's record of an operator's arrays (what the wrapper checks)."""
     arrays = []
     for array in binding.arrays:
         taken = {d for v in binding.variants for d in v.allowed_dtypes.get(array.name, ())}
@@ -219,15 +218,26 @@ def operator_entry(
                     )
                     for rule in array.dims
                 ],
+                list_length=(
+                    None
+                    if array.length is None
+                    else str(array.length.binds or array.length.expected)
+                ),
             )
         )
+    return arrays
+
+
+def operator_entry(
+    binding: OperatorBinding, entries: dict[str, str] | None = None
+) -> LibraryOperator:
     return LibraryOperator(
         name=binding.operator,
         spec=_library_spec(binding.spec_path, binding.operator),
         kernel=binding.kernel_path.resolve().relative_to(SRC_DIR.resolve()).as_posix(),
         rust_module_path=binding.rust_module_path,
         entries=entries,
-        arrays=arrays,
+        arrays=library_arrays(binding),
         scalars=[LibraryScalar(name=s.name, dtype=s.dtype.spec_name) for s in binding.scalars],
     )
 
@@ -336,20 +346,50 @@ def mod_rs(bindings: list[OperatorBinding], cdef: str, with_kernels: bool) -> st
     )
 
 
+LINE_LENGTH = 100
+
+
+def _bracketed(head: str, items: list[str], tail: str, indent: int) -> str:
+    """`head` + items + `tail` laid out as ruff formats a call or signature: on one
+    line, else the items on one indented line, else one item per line."""
+    pad = " " * indent
+    one = f"{pad}{head}{', '.join(items)}{tail}"
+    if len(one) <= LINE_LENGTH:
+        return one
+    inner = f"{pad}    {', '.join(items)}"
+    if len(inner) <= LINE_LENGTH:
+        return f"{pad}{head}\n{inner}\n{pad}{tail}"
+    each = "\n".join(f"{pad}    {item}," for item in items)
+    return f"{pad}{head}\n{each}\n{pad}{tail}"
+
+
+def _operator_function(op: LibraryOperator) -> str:
+    """The wrapper's module-level function of one operator."""
+    names = [a.name for a in op.arrays] + [s.name for s in op.scalars]
+    params = [f"{name}: object" for name in names] + ["*", "stream: object = None"]
+    arguments = [
+        f'"{op.name}"',
+        _python_tuple([a.name for a in op.arrays]),
+        _python_tuple([s.name for s in op.scalars]),
+        "stream",
+    ]
+    summary = f"Launches `{op.symbol}`: the port of `{Path(op.spec).name}`, in place."
+    lists = ", ".join(f"`{a.name}`" for a in op.arrays if a.list_length is not None)
+    docstring = f'    """{summary}"""'
+    if lists:
+        note = f"{lists}: a sequence of tensors (or a TensorList)."
+        docstring = f'    """{summary}\n\n    {note}\n    """'
+    return "\n".join(
+        [
+            _bracketed(f"def {op.name}(", params, ") -> None:", 0),
+            docstring,
+            _bracketed("default_library().call(", arguments, ")", 4),
+        ]
+    )
+
+
 def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
-    functions = []
-    for op in manifest.operators:
-        names = [a.name for a in op.arrays] + [s.name for s in op.scalars]
-        functions.append(
-            {
-                "name": op.name,
-                "symbol": op.symbol,
-                "params": "".join(f"{n}: object, " for n in names) + "*, ",
-                "arrays": _python_tuple([a.name for a in op.arrays]),
-                "scalars": _python_tuple([s.name for s in op.scalars]),
-                "doc": f"the port of `{Path(op.spec).name}`, in place.",
-            }
-        )
+    functions = "".join(f"\n\n{_operator_function(op)}\n" for op in manifest.operators)
     operators = {
         op.name: json.loads(op.model_dump_json(include={"arrays", "scalars"}))
         for op in manifest.operators
@@ -527,7 +567,12 @@ def _launch_hints(binding: OperatorBinding, config_name: str) -> list[tuple[str,
     hints: list[tuple[str, int]] = []
     for param, source in zip(kernel.params, variant.params, strict=True):
         array = resolved.arrays.get(source.array or "")
-        if source.kind == "pointer" and array is not None:
+        if source.kind == "table":
+            # The table is a fresh allocation of its own: 256-byte aligned.
+            hints.append((param.name, divisibility(0)))
+        elif source.kind == "length" and array is not None and array.list_length is not None:
+            hints.append((param.name, divisibility(array.list_length)))
+        elif source.kind == "pointer" and array is not None:
             # A fresh allocation is 256-byte aligned; a storage offset lowers that.
             offset_bytes = array.storage_offset * ITEMSIZE[array.dtype]
             hints.append((param.name, divisibility(offset_bytes)))

@@ -8,14 +8,17 @@ another cdef. Each operator function checks its arguments first (dtype, rank,
 dimensions that must agree, unit innermost stride) and raises a clear
 exception; the C side checks again and returns a distinct status code, turned
 into the matching exception here. Nothing is ever copied: a non-contiguous
-tensor is refused, not fixed. Needs only the standard library and cffi.
+tensor is refused, not fixed. A list-of-arrays parameter takes a sequence of
+tensors (its device table is allocated per call with torch) or a `TensorList`
+with a table of the caller's. Needs only the standard library and cffi.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +140,7 @@ OPERATORS: dict[str, dict[str, Any]] = {
                     "bfloat16",
                     "float32",
                 ],
+                "list_length": None,
                 "name": "x",
                 "rank": 2,
                 "spec_dtypes": [
@@ -162,6 +166,7 @@ OPERATORS: dict[str, dict[str, Any]] = {
                     "bfloat16",
                     "float32",
                 ],
+                "list_length": None,
                 "name": "y",
                 "rank": 2,
                 "spec_dtypes": [
@@ -260,6 +265,36 @@ class TensorDescriptor:
 
 
 @dataclass(frozen=True)
+class TensorList:
+    """A list-of-arrays argument with its table given by the caller: `table` is a
+    contiguous int64 CUDA tensor of shape (len(elements), 1 + 2 * rank) on the
+    elements' device, which each launch writes (on its stream) and the kernel reads.
+    Keep it alive until the kernel has run; it may be reused on the same stream."""
+
+    elements: Sequence[object]
+    table: object
+
+
+@dataclass(frozen=True)
+class DescribedList:
+    """A list argument described: its elements, and its table when the caller gave one."""
+
+    elements: tuple[TensorDescriptor, ...]
+    table: TensorDescriptor | None = None
+
+
+@dataclass
+class PreparedCall:
+    """A checked call: the C function, its arguments before the scalars and the stream,
+    where each array's arguments start, and what they borrow (the per-call tables)."""
+
+    function: Any
+    arguments: list[Any]
+    positions: dict[str, int]
+    keep: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Plan:
     """What a launch would do (`cutile_<op>_plan`)."""
 
@@ -287,9 +322,24 @@ def describe(value: object, name: str) -> TensorDescriptor:
     raise TypeError(f"`{name}`: expected a CUDA tensor, got {type(value).__name__}")
 
 
+def describe_argument(value: object, param: dict[str, Any]) -> TensorDescriptor | DescribedList:
+    """An array's descriptor, or a list's: its elements' and the caller's table, if any."""
+    name = param["name"]
+    if param.get("list_length") is None:
+        return describe(value, name)
+    elements: object = value.elements if isinstance(value, TensorList) else value
+    if not isinstance(elements, list | tuple):
+        raise TypeError(f"`{name}` is a list of arrays: pass a sequence of tensors")
+    described = tuple(describe(e, f"{name}[{i}]") for i, e in enumerate(elements))
+    if isinstance(value, TensorList):
+        return DescribedList(described, describe(value.table, f"{name}_table"))
+    return DescribedList(described)
+
+
 def _call_key(operator: str, arrays: tuple[object, ...]) -> tuple[object, ...] | None:
     """What the checks and descriptors of a call depend on, for torch tensors
-    (address, dtype, extents, strides, device); None for other arrays."""
+    (address, dtype, extents, strides, device); None for other arrays and for lists,
+    whose tables are allocated per call."""
     key: list[object] = [operator]
     for array in arrays:
         tensor: Any = array
@@ -299,7 +349,22 @@ def _call_key(operator: str, arrays: tuple[object, ...]) -> tuple[object, ...] |
             )
         except AttributeError:
             return None
-    return tuple(key)
+    found = tuple(key)
+    try:
+        hash(found)
+    except TypeError:  # a duck-typed tensor whose device is not hashable
+        return None
+    return found
+
+
+def _first_tensor(arrays: tuple[object, ...]) -> object:
+    """The first array, or a list's first element: its device and stream are the call's."""
+    first = arrays[0] if arrays else None
+    if isinstance(first, TensorList):
+        first = first.elements[0] if first.elements else None
+    elif isinstance(first, list | tuple):
+        first = first[0] if first else None
+    return first
 
 
 def _from_interface(interface: dict[str, Any], name: str) -> TensorDescriptor:
@@ -347,7 +412,7 @@ class Library:
         self.lib: Any = self.ffi.dlopen(str(self.path))
         # Checked calls by _call_key: a call on the same tensors again skips the
         # Python checks and descriptor building (the library still checks).
-        self._checked: dict[tuple[object, ...], tuple[Any, list[Any]]] = {}
+        self._checked: dict[tuple[object, ...], PreparedCall] = {}
         built = int(self.lib.tileport_abi_fingerprint())
         if built != FINGERPRINT:
             raise TileportAbiMismatch(
@@ -364,27 +429,57 @@ class Library:
 
     def descriptor(self, tensor: TensorDescriptor) -> Any:
         """A `tileport_tensor_t` for a descriptor (no checks)."""
-        if len(tensor.shape) > MAX_RANK or len(tensor.strides) != len(tensor.shape):
-            raise TileportShapeError(f"rank {len(tensor.shape)} exceeds MAX_RANK {MAX_RANK}")
         cdata = self.ffi.new("tileport_tensor_t *")
-        cdata.data = tensor.data
-        cdata.dtype = DTYPE_CODES.get(tensor.dtype, -1)
-        cdata.ndim = len(tensor.shape)
-        for dim, (extent, stride) in enumerate(zip(tensor.shape, tensor.strides, strict=True)):
-            cdata.shape[dim] = extent
-            cdata.strides[dim] = stride
+        _fill(cdata, tensor)
         return cdata
 
-    def check(self, operator: str, arrays: tuple[object, ...]) -> list[TensorDescriptor]:
+    def descriptors(self, tensors: Sequence[TensorDescriptor]) -> Any:
+        """A `tileport_tensor_t[]` for a list's elements (no checks)."""
+        cdata = self.ffi.new("tileport_tensor_t[]", len(tensors))
+        for slot, tensor in enumerate(tensors):
+            _fill(cdata[slot], tensor)
+        return cdata
+
+    def check(
+        self, operator: str, arrays: tuple[object, ...]
+    ) -> list[TensorDescriptor | DescribedList]:
         """The wrapper's semantic checks; returns the descriptors in parameter order."""
         spec = OPERATORS[operator]
         if len(arrays) != len(spec["arrays"]):
             raise TypeError(f"{operator} takes {len(spec['arrays'])} arrays, got {len(arrays)}")
-        described = [describe(a, p["name"]) for a, p in zip(arrays, spec["arrays"], strict=True)]
+        described = [describe_argument(a, p) for a, p in zip(arrays, spec["arrays"], strict=True)]
         bound: dict[str, int] = {}
         for tensor, param in zip(described, spec["arrays"], strict=True):
-            _check_array(operator, tensor, param, bound)
+            if isinstance(tensor, DescribedList):
+                _check_list(operator, tensor, param, bound)
+            else:
+                _check_array(operator, tensor, param, bound)
         return described
+
+    def prepare(
+        self, operator: str, arrays: tuple[object, ...], stream: object = None
+    ) -> PreparedCall:
+        """Checks a call and builds its C arguments; a list without a table of the
+        caller's gets one allocated with torch, usable on `stream`."""
+        described = self.check(operator, arrays)
+        arguments: list[Any] = []
+        positions: dict[str, int] = {}
+        keep: list[Any] = []
+        params = OPERATORS[operator]["arrays"]
+        for tensor, value, param in zip(described, arrays, params, strict=True):
+            positions[param["name"]] = len(arguments)
+            if isinstance(tensor, TensorDescriptor):
+                arguments.append(self.descriptor(tensor))
+                continue
+            table = tensor.table
+            if table is None:
+                allocated = _new_table(value, param, stream)
+                keep.append(allocated)
+                table = describe(allocated, f"{param['name']}_table")
+            elements = self.descriptors(tensor.elements)
+            arguments += [elements, len(tensor.elements), self.descriptor(table)]
+        function = getattr(self.lib, f"cutile_{operator}")
+        return PreparedCall(function, arguments, positions, keep)
 
     def call(
         self,
@@ -396,18 +491,17 @@ class Library:
         """Checks, then launches `cutile_<operator>` on the stream (the current torch
         stream of the first tensor by default). Raises on any refusal."""
         key = _call_key(operator, arrays)
-        checked = self._checked.get(key) if key is not None else None
-        if checked is None:
-            described = self.check(operator, arrays)
-            function = getattr(self.lib, f"cutile_{operator}")
-            checked = (function, [self.descriptor(tensor) for tensor in described])
+        prepared = self._checked.get(key) if key is not None else None
+        if prepared is None:
+            prepared = self.prepare(operator, arrays, stream)
             if key is not None:
                 if len(self._checked) >= CHECKED_CALLS_KEPT:
                     self._checked.clear()
-                self._checked[key] = checked
-        function, descriptors = checked
-        handle = _stream_handle(stream, arrays[0])
-        status = int(function(*descriptors, *scalars, self.ffi.cast("void *", handle)))
+                self._checked[key] = prepared
+        handle = _stream_handle(stream, _first_tensor(arrays))
+        status = int(
+            prepared.function(*prepared.arguments, *scalars, self.ffi.cast("void *", handle))
+        )
         if status:
             self.raise_for(status)
 
@@ -418,14 +512,22 @@ class Library:
         scalars: tuple[object, ...] = (),
         num_sms: int = 132,
     ) -> Plan:
-        """What `cutile_<operator>` would launch; no CUDA call."""
-        descriptors = [
-            self.descriptor(describe(a, p["name"]))
-            for a, p in zip(arrays, OPERATORS[operator]["arrays"], strict=True)
-        ]
+        """What `cutile_<operator>` would launch; no CUDA call (a list's table is checked
+        but never written, so without one of the caller's a stand-in is described)."""
+        arguments: list[Any] = []
+        for value, param in zip(arrays, OPERATORS[operator]["arrays"], strict=True):
+            described = describe_argument(value, param)
+            if isinstance(described, TensorDescriptor):
+                arguments.append(self.descriptor(described))
+                continue
+            table = described.table or TensorDescriptor.contiguous(
+                0, "int64", (len(described.elements), 1 + 2 * param["rank"])
+            )
+            elements = self.descriptors(described.elements)
+            arguments += [elements, len(described.elements), self.descriptor(table)]
         plan = self.ffi.new("tileport_plan_t *")
         function = getattr(self.lib, f"cutile_{operator}_plan")
-        self.raise_for(int(function(*descriptors, *scalars, num_sms, plan)))
+        self.raise_for(int(function(*arguments, *scalars, num_sms, plan)))
         count = int(plan.num_generics)
         return Plan(
             variant=int(plan.variant),
@@ -439,6 +541,77 @@ class Library:
         name = STATUS.get(status, "UNKNOWN")
         error = _STATUS_ERRORS.get(name, TileportError)
         raise error(f"{name} ({status}): {self.last_error()}", status)
+
+
+def _fill(cdata: Any, tensor: TensorDescriptor) -> None:
+    if len(tensor.shape) > MAX_RANK or len(tensor.strides) != len(tensor.shape):
+        raise TileportShapeError(f"rank {len(tensor.shape)} exceeds MAX_RANK {MAX_RANK}")
+    cdata.data = tensor.data
+    cdata.dtype = DTYPE_CODES.get(tensor.dtype, -1)
+    cdata.ndim = len(tensor.shape)
+    for dim, (extent, stride) in enumerate(zip(tensor.shape, tensor.strides, strict=True)):
+        cdata.shape[dim] = extent
+        cdata.strides[dim] = stride
+
+
+def _new_table(value: object, param: dict[str, Any], stream: object) -> Any:
+    """A list's device table for one call, from torch's caching allocator: freed after
+    the call, it is reused only by work ordered after the kernel on its stream."""
+    name = param["name"]
+    elements: Any = value
+    torch = sys.modules.get("torch")
+    device = getattr(elements[0], "device", None)
+    if torch is None or device is None or getattr(device, "type", None) != "cuda":
+        raise TypeError(
+            f"`{name}`: a table is allocated only for torch CUDA tensors; pass "
+            "TensorList(elements, table) with a table of your own"
+        )
+    table = torch.empty((len(elements), 1 + 2 * param["rank"]), dtype=torch.int64, device=device)
+    if stream is not None:
+        # Launched on another stream than the current one: keep the block from being
+        # reused before the kernel has read it there.
+        if not isinstance(stream, torch.cuda.Stream):
+            stream = torch.cuda.ExternalStream(_stream_handle(stream, table), device=device)
+        table.record_stream(stream)
+    return table
+
+
+def _check_list(
+    operator: str, described: DescribedList, param: dict[str, Any], bound: dict[str, int]
+) -> None:
+    """Each element as an array (the first binds the dimension symbols), one dtype for
+    all, and the length binding its symbol."""
+    name, elements = param["name"], described.elements
+    if not elements:
+        raise TileportShapeError(f"{operator}: `{name}` is empty; a list holds at least one array")
+    for index, element in enumerate(elements):
+        if element.dtype != elements[0].dtype:
+            raise TileportDtypeError(
+                f"{operator}: `{name}[{index}]` is {element.dtype} but `{name}[0]` is "
+                f"{elements[0].dtype}; a list's arrays share one dtype"
+            )
+        _check_array(operator, element, {**param, "name": f"{name}[{index}]"}, bound)
+    symbol = param["list_length"]
+    if symbol.isidentifier() and bound.setdefault(symbol, len(elements)) != len(elements):
+        raise TileportShapeError(
+            f"{operator}: `{name}` holds {len(elements)} arrays but {symbol} = {bound[symbol]}"
+        )
+    if described.table is not None:
+        _check_table(operator, f"{name}_table", described.table, len(elements), param["rank"])
+
+
+def _check_table(operator: str, name: str, table: TensorDescriptor, rows: int, rank: int) -> None:
+    """A list's table: a contiguous int64 tensor, one row per element."""
+    columns = 1 + 2 * rank
+    if table.dtype != "int64":
+        raise TileportDtypeError(f"{operator}: `{name}` is {table.dtype}; a list's table is int64")
+    if table.shape != (rows, columns):
+        raise TileportShapeError(
+            f"{operator}: `{name}` has shape {table.shape}; the table of {rows} arrays of rank "
+            f"{rank} is ({rows}, {columns})"
+        )
+    if table.strides[1] != 1 or (rows > 1 and table.strides[0] != columns):
+        raise TileportLayoutError(f"{operator}: `{name}` is not contiguous ({table.strides})")
 
 
 def _check_array(

@@ -157,3 +157,65 @@ fn a_plan_reports_generics_and_refuses_a_null_plan() {
     let refused = unsafe { rt::write_plan(ptr::null_mut(), 0, [1, 1, 1], &generics) };
     assert_eq!(refused.unwrap_err().status, Status::NullDescriptor);
 }
+
+const NAMES: [&str; 3] = ["weights", "weights_len", "weights_table"];
+
+fn element(data: u64, shape: &[i64], strides: &[i64]) -> Tensor {
+    Tensor {
+        data,
+        ..descriptor(Dtype::Float16, shape, strides)
+    }
+}
+
+#[test]
+fn a_list_table_holds_each_elements_address_extents_and_strides() {
+    let elements = [
+        element(0x10_0000, &[4, 8], &[8, 1]),
+        element(0x20_0000, &[4, 8], &[12, 1]),
+    ];
+    let table = descriptor(Dtype::Int64, &[2, 5], &[5, 1]);
+    let list = unsafe { rt::list_arg(elements.as_ptr(), 2, &table, NAMES, 2) }.unwrap();
+    assert_eq!(list.len_i32(), 2);
+    assert_eq!(list.dtype, Dtype::Float16);
+    assert_eq!(
+        list.table_rows(),
+        vec![0x10_0000, 4, 8, 8, 1, 0x20_0000, 4, 8, 12, 1]
+    );
+    // The weakest over the elements: 16-byte rows (8 halves) and 24-byte rows (none).
+    assert_eq!(list.stride_fact(0), 1);
+    assert_eq!(list.shape_fact(0), 1);
+    assert_eq!(list.address_fact(), 16);
+    assert_eq!(list.first().index, Some(0));
+}
+
+#[test]
+fn a_list_is_refused_with_its_own_status() {
+    let elements = [
+        element(0x10_0000, &[4, 8], &[8, 1]),
+        element(0x20_0000, &[4, 8], &[8, 1]),
+    ];
+    let table = descriptor(Dtype::Int64, &[2, 5], &[5, 1]);
+    let status = |elements: *const Tensor, len: i32, table: *const Tensor| unsafe {
+        rt::list_arg(elements, len, table, NAMES, 2)
+            .unwrap_err()
+            .status
+    };
+    assert_eq!(status(ptr::null(), 2, &table), Status::NullDescriptor);
+    assert_eq!(status(elements.as_ptr(), 0, &table), Status::BadShape);
+    assert_eq!(
+        status(elements.as_ptr(), 2, ptr::null()),
+        Status::NullDescriptor
+    );
+    let mut mixed = elements;
+    mixed[1].dtype = Dtype::Float32 as i32;
+    assert_eq!(status(mixed.as_ptr(), 2, &table), Status::UnsupportedDtype);
+    let narrow = descriptor(Dtype::Int32, &[2, 5], &[5, 1]);
+    assert_eq!(
+        status(elements.as_ptr(), 2, &narrow),
+        Status::UnsupportedDtype
+    );
+    let short = descriptor(Dtype::Int64, &[1, 5], &[5, 1]);
+    assert_eq!(status(elements.as_ptr(), 2, &short), Status::BadShape);
+    let gapped = descriptor(Dtype::Int64, &[2, 5], &[6, 1]);
+    assert_eq!(status(elements.as_ptr(), 2, &gapped), Status::BadStride);
+}

@@ -3,12 +3,15 @@
 //! guard and the last error message.
 //!
 //! Ownership: a launcher only reads descriptors and passes their addresses to
-//! the kernel. Nothing here allocates device memory, copies data, or frees
-//! what the caller owns; the caller's stream is borrowed, never synchronised.
+//! the kernel. Nothing here allocates device memory or frees what the caller
+//! owns; the caller's stream is borrowed, never synchronised. The one copy is a
+//! list's table: its rows are written into the caller's table on the caller's
+//! stream, right before the launch.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
+use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -109,11 +112,29 @@ pub extern "C" fn tileport_selftest_panic() -> i32 {
 #[derive(Debug, Clone, Copy)]
 pub struct TensorArg {
     pub name: &'static str,
+    /// The position in its list, for an element of a list of arrays.
+    pub index: Option<usize>,
     pub data: u64,
     pub dtype: Dtype,
     rank: usize,
     shape: [i64; MAX_RANK],
     strides: [i64; MAX_RANK],
+}
+
+/// How messages name an argument: `x`, or `weights[3]` for a list's element.
+#[derive(Debug, Clone, Copy)]
+pub struct Label {
+    name: &'static str,
+    index: Option<usize>,
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(index) => write!(out, "{}[{index}]", self.name),
+            None => write!(out, "{}", self.name),
+        }
+    }
 }
 
 /// Reads and checks a descriptor; no CUDA call.
@@ -125,18 +146,29 @@ pub unsafe fn tensor_arg(
     name: &'static str,
     rank: usize,
 ) -> AbiResult<TensorArg> {
+    // SAFETY: forwarded from the caller.
+    unsafe { read_tensor(descriptor, Label { name, index: None }, rank) }
+}
+
+/// # Safety
+/// `descriptor` must be null or point to a readable `Tensor`.
+unsafe fn read_tensor(
+    descriptor: *const Tensor,
+    label: Label,
+    rank: usize,
+) -> AbiResult<TensorArg> {
     // SAFETY: the caller passes null or a readable descriptor.
     let Some(raw) = (unsafe { descriptor.as_ref() }) else {
         return fail(
             Status::NullDescriptor,
-            format!("descriptor `{name}` is null"),
+            format!("descriptor `{label}` is null"),
         );
     };
     let Some(dtype) = Dtype::from_code(raw.dtype) else {
         return fail(
             Status::UnknownDtype,
             format!(
-                "`{name}` has dtype code {}, not in the ABI table",
+                "`{label}` has dtype code {}, not in the ABI table",
                 raw.dtype
             ),
         );
@@ -145,17 +177,18 @@ pub unsafe fn tensor_arg(
         return fail(
             Status::BadRank,
             format!(
-                "`{name}` has ndim {}, the kernel takes rank {rank}",
+                "`{label}` has ndim {}, the kernel takes rank {rank}",
                 raw.ndim
             ),
         );
     }
     for dim in 0..rank {
-        check_fits_i32(name, "shape", dim, raw.shape[dim], Status::BadShape)?;
-        check_fits_i32(name, "strides", dim, raw.strides[dim], Status::BadStride)?;
+        check_fits_i32(label, "shape", dim, raw.shape[dim], Status::BadShape)?;
+        check_fits_i32(label, "strides", dim, raw.strides[dim], Status::BadStride)?;
     }
     Ok(TensorArg {
-        name,
+        name: label.name,
+        index: label.index,
         data: raw.data,
         dtype,
         rank,
@@ -164,17 +197,31 @@ pub unsafe fn tensor_arg(
     })
 }
 
-fn check_fits_i32(name: &str, what: &str, dim: usize, value: i64, status: Status) -> AbiResult<()> {
+fn check_fits_i32(
+    label: Label,
+    what: &str,
+    dim: usize,
+    value: i64,
+    status: Status,
+) -> AbiResult<()> {
     if value < 0 || value > i64::from(i32::MAX) {
         return fail(
             status,
-            format!("`{name}.{what}[{dim}]` = {value} is outside 0..=i32::MAX"),
+            format!("`{label}.{what}[{dim}]` = {value} is outside 0..=i32::MAX"),
         );
     }
     Ok(())
 }
 
 impl TensorArg {
+    /// `x`, or `weights[3]` for a list's element.
+    pub fn label(&self) -> Label {
+        Label {
+            name: self.name,
+            index: self.index,
+        }
+    }
+
     pub fn dim(&self, dim: usize) -> i64 {
         self.shape[dim]
     }
@@ -212,7 +259,8 @@ impl TensorArg {
                 Status::BadShape,
                 format!(
                     "`{}.shape[{dim}]` = {} but {what} = {expected}",
-                    self.name, self.shape[dim]
+                    self.label(),
+                    self.shape[dim]
                 ),
             );
         }
@@ -227,7 +275,8 @@ impl TensorArg {
                 Status::BadStride,
                 format!(
                     "`{}.strides[{dim}]` = {}: the kernel needs unit stride there",
-                    self.name, self.strides[dim]
+                    self.label(),
+                    self.strides[dim]
                 ),
             );
         }
@@ -243,7 +292,7 @@ impl TensorArg {
             Status::UnsupportedDtype,
             format!(
                 "`{}` is {}; the port takes {}",
-                self.name,
+                self.label(),
                 self.dtype.name(),
                 names.join(", ")
             ),
@@ -257,7 +306,8 @@ impl TensorArg {
                 Status::Misaligned,
                 format!(
                     "`{}` at {:#x} is not {bytes}-byte aligned, as the port assumes",
-                    self.name, self.data
+                    self.label(),
+                    self.data
                 ),
             );
         }
@@ -279,7 +329,7 @@ impl TensorArg {
                 Status::Misaligned,
                 format!(
                     "`{}.{field}[{dim}]` = {value} is not divisible by {divisor}, as the port assumes",
-                    self.name
+                    self.label()
                 ),
             );
         }
@@ -302,15 +352,259 @@ pub fn require_same_dtype(arrays: &[&TensorArg], generic: &str) -> AbiResult<Dty
                 Status::UnsupportedDtype,
                 format!(
                     "`{}` is {} but `{}` is {}; both take the element type {generic}",
-                    first.name,
+                    first.label(),
                     first.dtype.name(),
-                    other.name,
+                    other.label(),
                     other.dtype.name()
                 ),
             );
         }
     }
     Ok(first.dtype)
+}
+
+// --- lists of arrays -------------------------------------------------------------------
+
+/// One checked list-of-arrays argument: its elements (each checked as an array
+/// argument, all of one dtype) and the caller's device table the kernel reads
+/// them from, an int64 tensor of shape (len, 1 + 2 * rank) whose row i is
+/// element i's address, extents and strides (cuTile Python's list layout).
+#[derive(Debug, Clone)]
+pub struct ListArg {
+    pub name: &'static str,
+    /// The elements' common dtype.
+    pub dtype: Dtype,
+    pub elements: Vec<TensorArg>,
+    pub table: TensorArg,
+    rank: usize,
+}
+
+/// Reads and checks a list: its element descriptors, their number and its table;
+/// no CUDA call.
+///
+/// # Safety
+/// `elements` must be null or point to `len` readable `Tensor`s; `table` must be
+/// null or point to a readable `Tensor`.
+pub unsafe fn list_arg(
+    elements: *const Tensor,
+    len: i32,
+    table: *const Tensor,
+    names: [&'static str; 3],
+    rank: usize,
+) -> AbiResult<ListArg> {
+    let [name, len_name, table_name] = names;
+    if elements.is_null() {
+        return fail(
+            Status::NullDescriptor,
+            format!("the element array `{name}` is null"),
+        );
+    }
+    let Ok(count @ 1..) = usize::try_from(len) else {
+        return fail(
+            Status::BadShape,
+            format!("`{len_name}` = {len}: a list holds at least one array"),
+        );
+    };
+    let mut checked: Vec<TensorArg> = Vec::with_capacity(count);
+    for index in 0..count {
+        let label = Label {
+            name,
+            index: Some(index),
+        };
+        // SAFETY: the caller passes `len` readable descriptors at `elements`.
+        let element = unsafe { read_tensor(elements.add(index), label, rank)? };
+        if let Some(first) = checked.first().filter(|first| first.dtype != element.dtype) {
+            return fail(
+                Status::UnsupportedDtype,
+                format!(
+                    "`{}` is {} but `{}` is {}: a list's arrays share one dtype",
+                    element.label(),
+                    element.dtype.name(),
+                    first.label(),
+                    first.dtype.name()
+                ),
+            );
+        }
+        checked.push(element);
+    }
+    // SAFETY: the caller passes null or a readable descriptor.
+    let table = unsafe { tensor_arg(table, table_name, 2)? };
+    check_table(&table, len, rank)?;
+    Ok(ListArg {
+        name,
+        dtype: checked[0].dtype,
+        elements: checked,
+        table,
+        rank,
+    })
+}
+
+/// The table is a contiguous int64 (len, 1 + 2 * rank) tensor.
+fn check_table(table: &TensorArg, len: i32, rank: usize) -> AbiResult<()> {
+    if table.dtype != Dtype::Int64 {
+        return fail(
+            Status::UnsupportedDtype,
+            format!(
+                "`{}` is {}; a list's table is int64",
+                table.name,
+                table.dtype.name()
+            ),
+        );
+    }
+    let columns = 1 + 2 * rank as i64;
+    let shape = [table.dim(0), table.dim(1)];
+    if shape != [i64::from(len), columns] {
+        return fail(
+            Status::BadShape,
+            format!(
+                "`{}` has shape {shape:?}; the table of {len} arrays of rank {rank} is [{len}, {columns}]",
+                table.name
+            ),
+        );
+    }
+    table.require_unit_stride(1)?;
+    if table.dim(0) > 1 && table.stride(0) != columns {
+        return fail(
+            Status::BadStride,
+            format!(
+                "`{}.strides[0]` = {}: the table's rows must be contiguous ({columns})",
+                table.name,
+                table.stride(0)
+            ),
+        );
+    }
+    Ok(())
+}
+
+impl ListArg {
+    /// The number of arrays, as the kernel's `i32` (`list_arg` took it as one).
+    pub fn len_i32(&self) -> i32 {
+        self.elements.len() as i32
+    }
+
+    pub fn len(&self) -> i64 {
+        self.elements.len() as i64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.elements.is_empty()
+    }
+
+    /// The first element: it binds the list's dimension symbols and its dtype.
+    pub fn first(&self) -> &TensorArg {
+        &self.elements[0]
+    }
+
+    /// The first element's extent; `require_dim` holds the others to it.
+    pub fn dim(&self, dim: usize) -> i64 {
+        self.first().dim(dim)
+    }
+
+    pub fn require_dim(&self, dim: usize, expected: i64, what: &str) -> AbiResult<()> {
+        self.elements
+            .iter()
+            .try_for_each(|element| element.require_dim(dim, expected, what))
+    }
+
+    pub fn require_len(&self, expected: i64, what: &str) -> AbiResult<()> {
+        if self.len() != expected {
+            return fail(
+                Status::BadShape,
+                format!(
+                    "`{}` holds {} arrays but {what} = {expected}",
+                    self.name,
+                    self.len()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn require_unit_stride(&self, dim: usize) -> AbiResult<()> {
+        self.elements
+            .iter()
+            .try_for_each(|element| element.require_unit_stride(dim))
+    }
+
+    pub fn require_dtype(&self, allowed: &[Dtype]) -> AbiResult<()> {
+        self.first().require_dtype(allowed)
+    }
+
+    pub fn require_address_divisible(&self, bytes: u64) -> AbiResult<()> {
+        self.elements
+            .iter()
+            .try_for_each(|element| element.require_address_divisible(bytes))
+    }
+
+    pub fn require_divisible(&self, what: Extent, dim: usize, divisor: i64) -> AbiResult<()> {
+        self.elements
+            .iter()
+            .try_for_each(|element| element.require_divisible(what, dim, divisor))
+    }
+
+    /// The table's own address, when the port's kernel states a divisibility of it.
+    pub fn require_table_divisible(&self, bytes: u64) -> AbiResult<()> {
+        self.table.require_address_divisible(bytes)
+    }
+
+    pub fn require_len_divisible(&self, divisor: i64) -> AbiResult<()> {
+        if self.len() % divisor != 0 {
+            return fail(
+                Status::Misaligned,
+                format!(
+                    "`{}` holds {} arrays, not a multiple of {divisor}, as the port assumes",
+                    self.name,
+                    self.len()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// A list's fact is the weakest of its elements' (the launch facts are powers
+    /// of two, so the least).
+    fn weakest(&self, fact: impl Fn(&TensorArg) -> i64) -> i64 {
+        self.elements.iter().map(fact).min().unwrap_or(1)
+    }
+
+    pub fn address_fact(&self) -> i64 {
+        self.weakest(|element| address_fact(element.data))
+    }
+
+    pub fn shape_fact(&self, dim: usize) -> i64 {
+        self.weakest(|element| shape_fact(element.dim(dim)))
+    }
+
+    pub fn stride_fact(&self, dim: usize) -> i64 {
+        self.weakest(|element| stride_fact(element.stride(dim), element.dtype.itemsize()))
+    }
+
+    /// The table's rows, as the kernel reads them: each element's address, extents
+    /// and strides (in elements).
+    pub fn table_rows(&self) -> Vec<i64> {
+        let mut rows = Vec::with_capacity(self.elements.len() * (1 + 2 * self.rank));
+        for element in &self.elements {
+            // The kernel reads the address column as a 64-bit pattern.
+            rows.push(element.data as i64);
+            rows.extend_from_slice(&element.shape[..self.rank]);
+            rows.extend_from_slice(&element.strides[..self.rank]);
+        }
+        rows
+    }
+
+    /// The elements and the table: every array whose memory the device check covers.
+    pub fn tensors(&self) -> impl Iterator<Item = &TensorArg> {
+        self.elements.iter().chain(std::iter::once(&self.table))
+    }
+}
+
+/// The arrays of a call and the elements and tables of its lists, for the device check.
+pub fn with_lists<'a>(arrays: &[&'a TensorArg], lists: &[&'a ListArg]) -> Vec<&'a TensorArg> {
+    let mut all = arrays.to_vec();
+    for list in lists {
+        all.extend(list.tensors());
+    }
+    all
 }
 
 // --- the arithmetic of port-spec expressions (Python semantics, checked) ---------------
@@ -601,7 +895,8 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
                     Status::Device,
                     format!(
                         "`{}` is on device {found} but `{}` is on device {first}",
-                        array.name, arrays[0].name
+                        array.label(),
+                        arrays[0].label()
                     ),
                 )
             }
@@ -632,7 +927,7 @@ unsafe fn pointer_device(array: &TensorArg) -> AbiResult<usize> {
     if array.data == 0 {
         return fail(
             Status::Device,
-            format!("`{}` has a null data pointer", array.name),
+            format!("`{}` has a null data pointer", array.label()),
         );
     }
     let mut memory_type: u32 = 0;
@@ -661,7 +956,8 @@ unsafe fn pointer_device(array: &TensorArg) -> AbiResult<usize> {
             Status::Device,
             format!(
                 "`{}` at {:#x} is not CUDA device memory (driver code {code}, memory type {memory_type})",
-                array.name, array.data
+                array.label(),
+                array.data
             ),
         );
     }
@@ -731,6 +1027,47 @@ fn borrowed_stream(device: &Device, stream: *mut c_void) -> Arc<Stream> {
         // the wrapper never destroys it (borrowed, not owned).
         .or_insert_with(|| unsafe { Stream::borrow_raw(stream, &device.context) })
         .clone()
+}
+
+/// Writes a list's table rows into the caller's table on the caller's stream, so the
+/// kernel launched next on it reads them. The rows are in host memory this call owns;
+/// the driver has staged a pageable source by the time the copy call returns, so
+/// they may go when it does. A capturing stream is refused: the graph would replay
+/// a copy from host memory that no longer exists.
+///
+/// # Safety
+/// The table's address must be device memory of `device` that stays valid until the
+/// kernel has run on `stream`.
+pub unsafe fn write_table(list: &ListArg, device: &Device, stream: *mut c_void) -> AbiResult<()> {
+    let stream = borrowed_stream(device, stream);
+    let mut capture = sys::CUstreamCaptureStatus_enum_CU_STREAM_CAPTURE_STATUS_NONE;
+    device.context.bind_to_thread().map_err(|error| AbiError {
+        status: Status::Device,
+        message: format!("cannot make device {} current: {error}", device.ordinal),
+    })?;
+    // SAFETY: a live stream handle (the caller's) and a valid out-pointer.
+    driver("cuStreamIsCapturing", unsafe {
+        sys::cuStreamIsCapturing(stream.cu_stream(), &mut capture)
+    })?;
+    if capture != sys::CUstreamCaptureStatus_enum_CU_STREAM_CAPTURE_STATUS_NONE {
+        return fail(
+            Status::Launch,
+            format!(
+                "`{}`: a list's table cannot be written while the stream is captured into a CUDA graph",
+                list.name
+            ),
+        );
+    }
+    let rows = list.table_rows();
+    // SAFETY: the table holds `rows.len()` int64 values (checked by `list_arg`) on
+    // `device`; the source is read before the call returns.
+    let copied = unsafe {
+        cutile::cuda_core::memcpy_htod_async(list.table.data, rows.as_ptr(), rows.len(), &stream)
+    };
+    copied.map_err(|error| AbiError {
+        status: Status::Launch,
+        message: format!("writing the table `{}` failed: {error}", list.table.name),
+    })
 }
 
 /// Enqueues a kernel launch on the caller's stream and returns without waiting.
