@@ -22,7 +22,7 @@ library's own plan (`cutile_<op>_plan`) against it.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -52,6 +52,8 @@ from schemas.port_spec import (
 from schemas.spec_expr import evaluate_int, names_in
 
 DEFAULT_NUM_SMS = 132
+# A signed integer scalar may reach a parameter of the same width read unsigned.
+SAME_BITS = {"i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64"}
 
 
 class BindingError(ValueError):
@@ -112,6 +114,7 @@ class ParamSource:
     scalar: str | None = None
     pointee: str | None = None  # for pointers: a Rust element type or a type generic
     element: str | None = None  # for tables: the type the kernel reads elements as
+    reinterpret: str | None = None  # for scalars: the Rust type the bits are passed as
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ class GenericRule:
     """What one generic argument of the entry is at launch."""
 
     name: str
-    kind: str  # "constant", "fact" (a launch fact of an array), "element"
+    kind: str  # "constant", "fact" (a launch fact of an array), "element", "element_bytes"
     constant: str | None = None
     array: str | None = None
     extent: ExtentKind | None = None
@@ -341,12 +344,20 @@ def _param_sources(spec: PortSpec, order: list[str], entry: RustEntry) -> tuple[
             scalar = ScalarArg(
                 source.scalar, DType.from_spec_name(spec.scalars[source.scalar].dtype)
             )
-            if scalar.dtype not in SCALAR_C_TYPES or param.rust_type != scalar.rust_type:
+            if scalar.dtype not in SCALAR_C_TYPES:
+                raise BindingError(
+                    f"{entry.name}: scalar {source.scalar} ({scalar.dtype.spec_name}) has no C type"
+                )
+            if param.rust_type == scalar.rust_type:
+                sources.append(source)
+            elif SAME_BITS.get(scalar.rust_type) == param.rust_type:
+                # Tile IR integers are signless: the kernel may read the bits unsigned.
+                sources.append(replace(source, reinterpret=param.rust_type))
+            else:
                 raise BindingError(
                     f"{entry.name}: scalar {source.scalar} ({scalar.dtype.spec_name}) cannot be "
                     f"passed to parameter {param.name}: `{param.rust_type}`"
                 )
-            sources.append(source)
         else:
             sources.append(source)
     return tuple(sources)
@@ -404,6 +415,10 @@ def _generic_rules(
                 raise BindingError(f"{entry.name}: type generic {generic.name} types no array")
             rules.append(GenericRule(generic.name, "element", arrays=typed))
             continue
+        sized = _element_bytes_rule(entry, generic.name, sources)
+        if sized is not None:
+            rules.append(sized)
+            continue
         if generic.name in spec.constants:
             if spec.constants[generic.name].type == "float":
                 raise BindingError(f"{entry.name}: constant {generic.name} is a float generic")
@@ -428,6 +443,19 @@ def _generic_rules(
             )
         rules.append(derived)
     return tuple(rules)
+
+
+def _element_bytes_rule(
+    entry: RustEntry, generic: str, sources: tuple[ParamSource, ...]
+) -> GenericRule | None:
+    """`<T>_BYTES` for a type generic `T` of the entry: the size of T's elements
+    (a kernel's alignment assume that follows the dtype)."""
+    type_generics = {g.name for g in entry.generics if g.kind == "type"}
+    element = generic.removesuffix("_BYTES")
+    if not generic.endswith("_BYTES") or element not in type_generics:
+        return None
+    typed = tuple(s.array for s in sources if _typed_by(s, element) and s.array)
+    return GenericRule(generic, "element_bytes", arrays=typed) if typed else None
 
 
 def _column(array: ArrayBinding, extent: ExtentKind, dim: int | None) -> int:
@@ -695,6 +723,9 @@ def _generic_value(
     if rule.kind == "element":
         dtype = DType.from_spec_name(arrays[rule.arrays[0]].dtype)
         return int(dtype), RUST_ELEMENT_TYPES[dtype]
+    if rule.kind == "element_bytes":
+        size = ITEMSIZE[arrays[rule.arrays[0]].dtype]
+        return size, str(size)
     assert rule.array is not None and rule.extent is not None
     array = arrays[rule.array]
     itemsize = ITEMSIZE[array.dtype]

@@ -224,6 +224,8 @@ class _Generator:
     def _generic_code(self, variant: VariantBinding, rule: GenericRule) -> str:
         if rule.kind == "element":
             return f"Generic::Element(args.{rule.arrays[0]}.dtype)"
+        if rule.kind == "element_bytes":
+            return f"Generic::Int(({self._tensor_ref(rule.arrays[0])}).dtype.itemsize())"
         if rule.kind == "fact" and rule.array in self.lists:
             # A list's fact is the weakest over its elements.
             array = f"args.{rule.array}"
@@ -304,7 +306,8 @@ class _Generator:
             return f"args.{source.array}.shape_i32({source.dim})"
         if source.kind == "stride":
             return f"args.{source.array}.stride_i32({source.dim})"
-        return f"args.{_scalar_field(source.scalar or '')}"
+        field = f"args.{_scalar_field(source.scalar or '')}"
+        return f"{field} as {source.reinterpret}" if source.reinterpret else field
 
     def table_writes(self) -> list[str]:
         return [
