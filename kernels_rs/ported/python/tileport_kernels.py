@@ -9,8 +9,9 @@ dimensions that must agree, unit innermost stride) and raises a clear
 exception; the C side checks again and returns a distinct status code, turned
 into the matching exception here. Nothing is ever copied: a non-contiguous
 tensor is refused, not fixed. A list-of-arrays parameter takes a sequence of
-tensors (its device table is allocated per call with torch) or a `TensorList`
-with a table of the caller's. Needs only the standard library and cffi.
+tensors (its device table is allocated with torch and kept for further calls
+on the same tensors and stream) or a `TensorList` with a table of the caller's.
+Needs only the standard library and cffi.
 """
 
 from __future__ import annotations
@@ -336,19 +337,26 @@ def describe_argument(value: object, param: dict[str, Any]) -> TensorDescriptor 
     return DescribedList(described)
 
 
-def _call_key(operator: str, arrays: tuple[object, ...]) -> tuple[object, ...] | None:
-    """What the checks and descriptors of a call depend on, for torch tensors
-    (address, dtype, extents, strides, device); None for other arrays and for lists,
-    whose tables are allocated per call."""
-    key: list[object] = [operator]
+def _call_key(operator: str, arrays: tuple[object, ...], stream: int) -> tuple[object, ...] | None:
+    """What the checks and C arguments of a call depend on, for torch tensors and
+    lists of them (address, dtype, extents, strides, device) on one stream: a list's
+    table is then reused, rewritten by each call in stream order. None for other
+    arrays and for a TensorList (its table is the caller's)."""
+    key: list[object] = [operator, stream]
     for array in arrays:
-        tensor: Any = array
-        try:
-            key.append(
-                (tensor.data_ptr(), tensor.dtype, tensor.shape, tensor.stride(), tensor.device)
-            )
-        except AttributeError:
+        if isinstance(array, TensorList):
             return None
+        members = array if isinstance(array, list | tuple) else (array,)
+        facts: list[object] = []
+        for member in members:
+            tensor: Any = member
+            try:
+                facts.append(
+                    (tensor.data_ptr(), tensor.dtype, tensor.shape, tensor.stride(), tensor.device)
+                )
+            except AttributeError:
+                return None
+        key.append(tuple(facts) if isinstance(array, list | tuple) else facts[0])
     found = tuple(key)
     try:
         hash(found)
@@ -490,7 +498,8 @@ class Library:
     ) -> None:
         """Checks, then launches `cutile_<operator>` on the stream (the current torch
         stream of the first tensor by default). Raises on any refusal."""
-        key = _call_key(operator, arrays)
+        handle = _stream_handle(stream, _first_tensor(arrays))
+        key = _call_key(operator, arrays, handle)
         prepared = self._checked.get(key) if key is not None else None
         if prepared is None:
             prepared = self.prepare(operator, arrays, stream)
@@ -498,7 +507,6 @@ class Library:
                 if len(self._checked) >= CHECKED_CALLS_KEPT:
                     self._checked.clear()
                 self._checked[key] = prepared
-        handle = _stream_handle(stream, _first_tensor(arrays))
         status = int(
             prepared.function(*prepared.arguments, *scalars, self.ffi.cast("void *", handle))
         )
@@ -555,8 +563,8 @@ def _fill(cdata: Any, tensor: TensorDescriptor) -> None:
 
 
 def _new_table(value: object, param: dict[str, Any], stream: object) -> Any:
-    """A list's device table for one call, from torch's caching allocator: freed after
-    the call, it is reused only by work ordered after the kernel on its stream."""
+    """A list's device table from torch's caching allocator: once freed, its memory
+    is reused only by work ordered after the kernel on its stream."""
     name = param["name"]
     elements: Any = value
     torch = sys.modules.get("torch")

@@ -25,7 +25,7 @@ use super::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
 
 /// A refused or failed call: the status code returned and the message kept
 /// for `tileport_last_error`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AbiError {
     pub status: Status,
     pub message: String,
@@ -884,8 +884,7 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
             .unwrap_or_default();
         return fail(Status::Device, format!("no CUDA driver: {reason}"));
     }
-    // SAFETY: plain driver call.
-    driver("cuInit", unsafe { sys::cuInit(0) })?;
+    initialised_driver()?;
     let mut ordinal: Option<usize> = None;
     for array in arrays.iter().filter(|array| !array.is_empty()) {
         let found = unsafe { pointer_device(array)? };
@@ -970,31 +969,64 @@ fn is_default_stream(stream: *mut c_void) -> bool {
     (stream as usize) <= 2
 }
 
+/// `cuInit` once per process: every later call reuses its outcome (one driver
+/// call less per launch).
+fn initialised_driver() -> AbiResult<()> {
+    static INIT: OnceLock<sys::CUresult> = OnceLock::new();
+    // SAFETY: plain driver call.
+    let code = *INIT.get_or_init(|| unsafe { sys::cuInit(0) });
+    driver("cuInit", code)
+}
+
+/// The driver's handles of the visible devices, by ordinal, read once.
+fn device_handles() -> AbiResult<&'static [sys::CUdevice]> {
+    static HANDLES: OnceLock<Result<Vec<sys::CUdevice>, AbiError>> = OnceLock::new();
+    let handles = HANDLES.get_or_init(|| {
+        let mut count: i32 = 0;
+        // SAFETY: plain driver call.
+        driver("cuDeviceGetCount", unsafe {
+            sys::cuDeviceGetCount(&mut count)
+        })?;
+        (0..count)
+            .map(|ordinal| {
+                let mut handle: sys::CUdevice = 0;
+                // SAFETY: plain driver call over valid ordinals.
+                driver("cuDeviceGet", unsafe {
+                    sys::cuDeviceGet(&mut handle, ordinal)
+                })?;
+                Ok(handle)
+            })
+            .collect()
+    });
+    match handles {
+        Ok(handles) => Ok(handles),
+        Err(error) => Err(error.clone()),
+    }
+}
+
+/// The device of a stream, through its context: `cuStreamGetDevice` is refused
+/// on a stream that is being captured into a CUDA graph, these two are not.
 unsafe fn stream_device(stream: *mut c_void) -> AbiResult<Option<usize>> {
     if is_default_stream(stream) {
         return Ok(None);
     }
-    let mut device: sys::CUdevice = 0;
+    let mut context: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the caller passes a live stream handle.
-    driver("cuStreamGetDevice", unsafe {
-        sys::cuStreamGetDevice(stream as sys::CUstream, &mut device)
+    driver("cuStreamGetCtx", unsafe {
+        sys::cuStreamGetCtx(stream as sys::CUstream, &mut context)
     })?;
-    let mut count: i32 = 0;
-    // SAFETY: plain driver call.
-    driver("cuDeviceGetCount", unsafe {
-        sys::cuDeviceGetCount(&mut count)
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: the context was just read from a live stream.
+    driver("cuCtxGetDevice_v2", unsafe {
+        sys::cuCtxGetDevice_v2(&mut device, context)
     })?;
-    for candidate in 0..count {
-        let mut handle: sys::CUdevice = 0;
-        // SAFETY: plain driver call over valid ordinals.
-        driver("cuDeviceGet", unsafe {
-            sys::cuDeviceGet(&mut handle, candidate)
-        })?;
-        if handle == device {
-            return Ok(Some(candidate as usize));
-        }
+    match device_handles()?
+        .iter()
+        .position(|&handle| handle == device)
+    {
+        Some(ordinal) => Ok(Some(ordinal)),
+        None => fail(Status::Device, "the stream's device is not visible"),
     }
-    fail(Status::Device, "the stream's device is not visible")
 }
 
 /// The number of SMs of the launch device (the `num_sms` of port-spec expressions).
