@@ -174,6 +174,17 @@ class PerfDetail(_Strict):
     port: TimingColumn
     reference: TimingColumn
     torch: TimingColumn | None = None
+    control: TimingColumn | None = Field(
+        None,
+        description="The reference timed a second time as its own contender (an A/A "
+        "control): control / reference shows the protocol's noise.",
+    )
+
+    @property
+    def control_ratio(self) -> float | None:
+        if self.control is None:
+            return None
+        return self.control.median_us / self.reference.median_us
 
     @property
     def ratio(self) -> float:

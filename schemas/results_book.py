@@ -72,7 +72,13 @@ class BookTiming(_Strict):
     port: TimingColumn
     reference: TimingColumn = Field(description="The cuTile Python reference kernel.")
     torch: TimingColumn | None = None
+    control: TimingColumn | None = Field(
+        None, description="The reference timed again as its own contender (A/A)."
+    )
     ratio: float = Field(gt=0, description="Port median / reference median.")
+    control_ratio: float | None = Field(
+        None, gt=0, description="Control median / reference median: the protocol's noise."
+    )
 
 
 class KernelEntry(_Strict):
@@ -94,6 +100,9 @@ class KernelEntry(_Strict):
     geomean_ratio: float | None = None
     min_ratio: float | None = None
     max_ratio: float | None = None
+    control_geomean_ratio: float | None = Field(
+        None, description="Geomean of control/reference: what identical kernels measure."
+    )
     host_overhead: list[HostOverhead] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="The run's own notes.")
 
@@ -122,6 +131,12 @@ class BookOverall(_Strict):
     configurations_timed: int = Field(ge=0)
     geomean_ratio: float | None = Field(None, description="Over every timed configuration.")
     geomean_line: str
+    control_geomean_ratio: float | None = Field(
+        None, description="Geomean of control/reference over every configuration that has one."
+    )
+    control_spread: tuple[float, float] | None = Field(
+        None, description="Lowest and highest control/reference of one configuration."
+    )
     configurations_checked: int = Field(ge=0)
     configurations_correct: int = Field(ge=0)
     correct_fraction: float | None = Field(None, ge=0, le=1)

@@ -154,6 +154,7 @@ def _kernel(run: _Run) -> KernelEntry:
         geomean_ratio=statistics.geometric_mean(ratios) if ratios else None,
         min_ratio=min(ratios, default=None),
         max_ratio=max(ratios, default=None),
+        control_geomean_ratio=_geomean([t.control_ratio for t in timings]),
         host_overhead=list(report.host_overhead),
         notes=list(report.notes),
     )
@@ -200,10 +201,17 @@ def _timings(perf: list[PerfDetail], cases: list[BookCase]) -> list[BookTiming]:
             port=row.port,
             reference=row.reference,
             torch=row.torch,
+            control=row.control,
             ratio=row.ratio,
+            control_ratio=row.control_ratio,
         )
         for row in perf
     ]
+
+
+def _geomean(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.geometric_mean(present) if present else None
 
 
 def _worst(values: Iterable[float | None]) -> float | None:
@@ -215,11 +223,14 @@ def _overall(kernels: list[KernelEntry]) -> BookOverall:
     geomean = statistics.geometric_mean(ratios) if ratios else None
     checked = sum(kernel.configurations_checked for kernel in kernels)
     correct = sum(kernel.configurations_correct for kernel in kernels)
+    controls = [t.control_ratio for k in kernels for t in k.timings if t.control_ratio]
     return BookOverall(
         kernels=len(kernels),
         configurations_timed=len(ratios),
         geomean_ratio=geomean,
         geomean_line=geomean_line(geomean, len(ratios)),
+        control_geomean_ratio=_geomean(controls),
+        control_spread=(min(controls), max(controls)) if controls else None,
         configurations_checked=checked,
         configurations_correct=correct,
         correct_fraction=correct / checked if checked else None,
@@ -459,6 +470,7 @@ def _kernel_row(kernel: KernelEntry) -> str:
         _number(kernel.geomean_ratio),
         _number(kernel.min_ratio),
         _number(kernel.max_ratio),
+        _number(kernel.control_geomean_ratio),
         errors,
         wrapper,
         graph,
@@ -468,9 +480,21 @@ def _kernel_row(kernel: KernelEntry) -> str:
 
 KERNEL_HEADER = (
     "| kernel | correctness | cases | configs timed | geomean port/ref | min ratio | "
-    "max ratio | worst abs / rel error | wrapper µs vs ct.launch µs | "
+    "max ratio | control/ref (A/A) | worst abs / rel error | wrapper µs vs ct.launch µs | "
     "graph replay port / ref µs |"
 )
+
+
+def _control_line(overall: BookOverall) -> str:
+    """The A/A control: the reference against itself, the size of the noise."""
+    if overall.control_geomean_ratio is None or overall.control_spread is None:
+        return "No A/A control was timed (the reference against itself)."
+    low, high = overall.control_spread
+    return (
+        f"A/A control (the reference timed twice, as two contenders): geomean "
+        f"{overall.control_geomean_ratio:.4f}, per configuration {low:.4f} to {high:.4f}: "
+        "differences of this size are the protocol's noise, not the kernels'."
+    )
 
 
 def book_markdown(book: ResultsBook) -> str:
@@ -487,12 +511,14 @@ def book_markdown(book: ResultsBook) -> str:
         f"![geomean port / cuTile Python per kernel on {_gpus(book)}]({book.name}.svg)",
         "",
         KERNEL_HEADER,
-        "|" + "---|" * 10,
+        "|" + "---|" * 11,
         *(_kernel_row(kernel) for kernel in book.kernels),
         "",
         f"Overall: {overall.geomean_line}; {overall.kernels} kernels, "
         f"{overall.configurations_correct}/{overall.configurations_checked} configurations "
         f"correct ({fraction}).",
+        "",
+        _control_line(overall),
         "",
         "Ratios are port / cuTile Python reference medians of CUPTI device time; host "
         "figures are wall-clock µs per call.",

@@ -122,6 +122,27 @@ def test_aggregates_match_the_json(runs: list[Path]) -> None:
     assert book.overall.correct_fraction == 1.0
 
 
+def test_the_a_a_control_is_the_noise_line(runs: list[Path]) -> None:
+    """Runs without a control say so; with one (the reference timed again), the
+    book reports control/reference per kernel and overall, with its spread."""
+    assert build_book(runs, "h200").overall.control_geomean_ratio is None
+    assert "No A/A control" in book_markdown(build_book(runs, "h200"))
+    factors = [1.002, 0.997, 1.0, 1.004, 0.999]
+    perf_rows = [(folder, index) for folder in runs for index in range(len(raw_ratios(folder)))]
+    for (folder, index), factor in zip(perf_rows, factors, strict=True):
+        run = read_json(folder / "gpu_run.json")
+        row = run["perf"][index]
+        row["control"] = dict(row["reference"], median_us=row["reference"]["median_us"] * factor)
+        write_json(folder / "gpu_run.json", run)
+    book = build_book(runs, "h200")
+    assert book.overall.control_geomean_ratio == pytest.approx(geomean(factors), rel=1e-9)
+    assert book.overall.control_spread == pytest.approx((0.997, 1.004), rel=1e-9)
+    assert book.kernels[0].control_geomean_ratio == pytest.approx(
+        geomean(factors[: len(book.kernels[0].timings)]), rel=1e-9
+    )
+    assert "A/A control (the reference timed twice" in book_markdown(book)
+
+
 def test_machine_is_recorded_once(runs: list[Path]) -> None:
     book = build_book(runs, "h200")
     env = read_json(runs[0] / "gpu_run.json")["environment"]
