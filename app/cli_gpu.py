@@ -3,7 +3,9 @@
 `gpu-bundle` builds a bundle on the build machine; `gpu-run` runs one on a GPU
 host (correctness, then perf) and writes its reports. On a GPU host without
 this package, `python3 BUNDLE/run.py` does the same as `gpu-run`. `results-book`
-gathers the folders gpu-run wrote, one kernel each, into one checked book.
+gathers the folders gpu-run wrote, one kernel each, into one checked book;
+`investigate` explains, per folder, why the wrapper costs more per call than
+ct.launch (stage F on the host side).
 Exit codes of gpu-run: 0 correctness ALL_PASS, 1 FAIL, 2 BLOCKED (nothing ran on
 a GPU), 3 the bundle is damaged or invalid.
 """
@@ -33,6 +35,28 @@ RESULTS_BOOK_EPILOG = """\
 example:
   tileport results-book bench/results/h200-2026-11-29-softmax \\
       bench/results/h200-2026-11-29-vector_add --name h200-2026-11-29 --out bench/results"""
+
+
+INVESTIGATE_DESCRIPTION = """\
+Stage F on the host side: for each folder `tileport gpu-run` wrote, read
+gpu_run.json's host cost per call (the checked wrapper, the bare cffi call with
+prepared arguments, ct.launch, CUDA graph replay, and the CUPTI trace of one
+warm call's driver calls) and name why the wrapper costs more per call than
+ct.launch: the Python wrapper (wrapper - bare cffi), the launcher's extra driver
+calls, the launcher's residual (bare cffi - ct.launch), a list's device table
+written on every call. Each cause quotes its figures and says how to fix it.
+
+Verdicts: FIXABLE (the wrapper is slower and causes with fixes were found),
+ALIGNED (the wrapper is no slower than ct.launch), BLOCKED (nothing measured, or
+nothing splits the gap). Prints one paragraph per folder; with --write, also
+writes investigation.json into it, which results-book then shows under target (e).
+
+Exit codes: 0 every folder was investigated (whatever the verdicts), 2 a folder
+without a valid gpu_run.json (nothing is written then)."""
+
+INVESTIGATE_EPILOG = """\
+example:
+  tileport investigate bench/results/h200-2026-11-29-*/ --write"""
 
 
 def _gpu_run(args: argparse.Namespace) -> int:
@@ -69,6 +93,37 @@ def _results_book(args: argparse.Namespace) -> int:
     return 0
 
 
+def _investigate(args: argparse.Namespace) -> int:
+    from nodes.perf_investigator import (
+        HostInputError,
+        describe_investigation,
+        investigate_folder,
+        write_investigation,
+    )
+
+    reports = []
+    failed = False
+    for folder in args.run_dirs:
+        try:
+            reports.append((folder, investigate_folder(folder)))
+        except HostInputError as exc:
+            print(f"investigate: {exc}", file=sys.stderr)
+            failed = True
+    if failed:
+        return 2
+    for index, (folder, report) in enumerate(reports):
+        if index:
+            print()
+        print(describe_investigation(str(folder), report))
+        if args.write:
+            try:
+                print(f"wrote {write_investigation(report, folder)}")
+            except OSError as exc:
+                print(f"investigate: cannot write into {folder}: {exc}", file=sys.stderr)
+                return 2
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from nodes.correctness.runner import add_arguments
     from toolchain.gpu_bundle import add_build_arguments
@@ -99,3 +154,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     book.add_argument("--name", required=True, help="the book's file name, without extension")
     book.add_argument("--out", required=True, type=Path, metavar="DIR", help="where to write it")
     book.set_defaults(handler=_results_book)
+    investigate = subparsers.add_parser(
+        "investigate",
+        help="stage F on gpu-run result folders: why the wrapper costs more per call "
+        "than ct.launch",
+        description=INVESTIGATE_DESCRIPTION,
+        epilog=INVESTIGATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    investigate.add_argument(
+        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="a gpu-run output folder"
+    )
+    investigate.add_argument(
+        "--write", action="store_true", help="write investigation.json into each folder"
+    )
+    investigate.set_defaults(handler=_investigate)

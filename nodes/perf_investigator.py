@@ -16,15 +16,28 @@ FIXABLE when at least one cause has a fix; ALIGNED when there is no gap, or
 the device code is identical and the launch counts equal (nothing on the port
 side differs); BLOCKED when nothing was measured or the gap stays unexplained.
 The verdict is computed here; an LLM may only add prose to the notes.
+
+Apart from that device-time investigation, `investigate_host_overhead` reads one
+GPU run's `gpu_run.json` alone and explains why the checked wrapper costs more
+host time per call than `ct.launch` (results-book target (e)): the Python
+wrapper's share (wrapper minus bare cffi), the launcher's extra driver calls
+(the CUPTI trace of one warm call of each), the launcher's residual (bare cffi
+minus `ct.launch`) and a list's device table written on every call.
+`tileport investigate RUN_DIR... [--write]` runs it on result folders.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
+from pydantic import ValidationError
+
+from schemas.gpu import GpuRunReport, HostOverhead
 from schemas.pipeline import Stage
 from schemas.reports import (
     AnalysisReport,
@@ -41,7 +54,7 @@ from schemas.reports import (
     ReportT,
     load_report,
 )
-from schemas.run_layout import RunLayout
+from schemas.run_layout import RunLayout, write_text_atomic
 from schemas.state import PipelineState, ReportMeta, StageResult
 from schemas.verdicts import (
     PERF_RATIO_LIMIT,
@@ -345,4 +358,409 @@ def _decide(meta: ReportMeta, perf: PerfReport, evidence: Evidence) -> Investiga
 def _question(report: InvestigationReport) -> str:
     lines = [f"Verdict: {report.verdict} — {report.summary}", *report.notes]
     lines += [f"- {c.side.value} {c.category}: {c.evidence}" for c in report.causes]
+    return "\n".join(lines)
+
+
+# == host overhead per call, from one GPU run ============================================
+#
+# Separate from the device-time investigation above: it reads only what a GPU run
+# measured on the host (`gpu_run.json`'s host_overhead rows, with the CUPTI trace
+# of one warm call's driver calls in their notes) and explains, figure by figure,
+# why the checked wrapper costs more per call than `ct.launch`.
+
+GRAPH_PARITY: Final = 0.10
+"""Graph replay within 10 % of the reference's is at parity."""
+
+_TRACE_LINE: Final = re.compile(r"^driver calls of one warm (port|ct\.launch) call: (\d+): (.*)$")
+_LIST_COPY: Final = "cuMemcpyHtoDAsync"
+_LIST_CAPTURE_REFUSED: Final = "a list's table cannot be written while the stream is captured"
+_PORT_GRAPH_NOTE: Final = "port_graph_replay_us:"
+_SUFFIXES: Final = ("_v2", "_v3", "_ptsz", "_ptds")
+_SAME_CALL: Final = {"cuLaunchKernelEx": "cuLaunchKernel"}
+"""Driver entry points that do the same thing, counted as one name when compared."""
+
+
+class HostInputError(ValueError):
+    """A run folder without a valid gpu_run.json; the message says which and why."""
+
+
+def driver_call_name(name: str) -> str:
+    """A driver call's name without its ABI suffix (`_v2`, `_ptsz`), with
+    `cuLaunchKernelEx` counted as `cuLaunchKernel`: the name calls are compared by."""
+    for suffix in _SUFFIXES:
+        name = name.removesuffix(suffix)
+    return _SAME_CALL.get(name, name)
+
+
+@dataclass(frozen=True)
+class DriverTrace:
+    """The driver calls of one warm call, as the CUPTI trace listed them: the count it
+    stated, and the calls by compared name (`driver_call_name`) in first-seen order."""
+
+    total: int
+    calls: Counter[str]
+    order: tuple[str, ...]
+
+
+def driver_traces(notes: list[str]) -> tuple[DriverTrace | None, DriverTrace | None]:
+    """(port, ct.launch) from a host_overhead row's notes; None where a line is absent."""
+    found: dict[str, DriverTrace] = {}
+    for note in notes:
+        match = _TRACE_LINE.match(note.strip())
+        if match is None:
+            continue
+        names = [driver_call_name(n.strip()) for n in match.group(3).split(",") if n.strip()]
+        found[match.group(1)] = DriverTrace(
+            total=int(match.group(2)), calls=Counter(names), order=tuple(dict.fromkeys(names))
+        )
+    return found.get("port"), found.get("ct.launch")
+
+
+def _us(value: float) -> str:
+    return f"{value:.2f} µs"
+
+
+def _counted(calls: Counter[str], order: tuple[str, ...]) -> str:
+    return ", ".join(f"{calls[name]} × {name}" for name in order if calls[name])
+
+
+def _times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def _driver_call_fix(name: str, port: DriverTrace, reference: DriverTrace) -> str:
+    count, theirs = port.calls[name], reference.calls[name]
+    if name == "cuPointerGetAttributes":
+        return (
+            f"the launcher's device check asks the driver about every array's data pointer "
+            f"({count} per call): check each distinct pointer once per call and cache the "
+            "verified allocation ranges per context (one query per allocation, with its range "
+            "start and size), so that a warm call makes none"
+        )
+    if name == "cuCtxGetCurrent":
+        return (
+            f"cutile's launch path reads the current context {_times(count)} per call, "
+            f"ct.launch {_times(theirs) if theirs else 'not at all'}: read it once and pass it "
+            "along"
+        )
+    if name == "cuDeviceGetAttribute":
+        return (
+            f"a device attribute is read on every call ({count} ×; e.g. the SM count a "
+            "persistent grid is sized by): read it once per device and cache it"
+        )
+    if name == "cuStreamIsCapturing":
+        return "ask whether the stream is capturing only when a list table must be written"
+    if name.startswith(_LIST_COPY):
+        return "write a list's table only when its rows change (see list table)"
+    return f"make the {count} × {name} per call once per device or allocation, or drop it"
+
+
+@dataclass
+class _HostFindings:
+    causes: list[PerfCause] = field(default_factory=list)
+    headlines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, cause: PerfCause, headline: str) -> None:
+        self.causes.append(cause)
+        self.headlines.append(headline)
+
+
+def _python_wrapper(where: str, row: HostOverhead, found: _HostFindings) -> None:
+    wrapper, cffi, launch = row.port_wrapper_us, row.port_cffi_us, row.reference_launch_us
+    if wrapper is None or cffi is None or launch is None or wrapper <= cffi:
+        return
+    python, gap = wrapper - cffi, wrapper - launch
+    if cffi <= launch:
+        share = (
+            f"more than the whole {_us(gap)} by which the wrapper trails ct.launch "
+            f"({_us(launch)}): the port's bare call is no slower than ct.launch"
+        )
+    else:
+        share = f"{python / gap:.0%} of the wrapper's {_us(gap)} over ct.launch's {_us(launch)}"
+    found.add(
+        PerfCause(
+            side=CauseSide.HOST,
+            category="python wrapper",
+            evidence=f"{where}: the checked wrapper call costs {_us(wrapper)}, the bare cffi "
+            f"call with prepared arguments {_us(cffi)}: {_us(python)} per call is Python "
+            f"(the repeated-call key over every tensor's facts, the stream lookup, the cache "
+            f"look-up), {share}",
+            fix="cut the checked call's Python work: build the repeated-call key from fewer "
+            "attribute reads (one data_ptr() and the shape and stride tuples per tensor, dtype "
+            "and device compared by identity), skip the stream lookup when the caller passes "
+            "a stream, and call the prepared cffi function directly; beyond that, a "
+            "C-extension fast path that builds the key and makes the call in C",
+        ),
+        f"python wrapper {_us(python)}",
+    )
+
+
+def _driver_calls(
+    where: str, row: HostOverhead, port: DriverTrace, reference: DriverTrace, found: _HostFindings
+) -> bool:
+    """The port's driver calls that ct.launch does not make; True when a cause was named."""
+    extra = port.calls - reference.calls
+    if not extra:
+        return False
+    theirs = reference.calls - port.calls
+    shown = _counted(extra, port.order)
+    cffi, launch = row.port_cffi_us, row.reference_launch_us
+    evidence = (
+        f"{where}: one warm port call makes {port.total} driver calls, one ct.launch call "
+        f"{reference.total} (CUPTI trace); the port's extra: {shown}"
+    )
+    if theirs:
+        evidence += f"; ct.launch's own: {_counted(theirs, reference.order)}"
+    if cffi is not None and launch is not None and cffi <= launch:
+        found.notes.append(
+            f"{evidence}; the bare cffi call ({_us(cffi)}) is no slower than ct.launch "
+            f"({_us(launch)}) all the same: not a cause of the gap here"
+        )
+        return False
+    if cffi is not None and launch is not None:
+        evidence += f"; bare cffi {_us(cffi)} vs ct.launch {_us(launch)} per call"
+    fixes = [_driver_call_fix(name, port, reference) for name in port.order if extra[name]]
+    found.add(
+        PerfCause(
+            side=CauseSide.HOST,
+            category="launcher driver calls",
+            evidence=evidence,
+            fix="; ".join(fixes),
+        ),
+        f"launcher driver calls {port.total} vs {reference.total}",
+    )
+    return True
+
+
+def _launcher_residual(
+    where: str, operator: str, row: HostOverhead, extra_calls: int, found: _HostFindings
+) -> None:
+    cffi, launch = row.port_cffi_us, row.reference_launch_us
+    if cffi is None or launch is None or cffi <= launch:
+        return
+    residual = cffi - launch
+    if extra_calls:
+        part = (
+            f"; the {extra_calls} extra driver call(s) above are part of it (not timed one by "
+            "one), the rest is"
+        )
+    else:
+        part = "; with no extra driver call to explain it, it is"
+    found.add(
+        PerfCause(
+            side=CauseSide.HOST,
+            category="launcher residual",
+            evidence=f"{where}: the bare cffi call with prepared arguments costs {_us(cffi)}, "
+            f"ct.launch {_us(launch)}: {_us(residual)} per call in the launcher itself, with "
+            f"Python out of the way{part} the launcher's Rust-side cost in cutile's launch "
+            "path (generic strings, key lookup)",
+            fix=f"profile a loop of bare `cutile_{operator}` calls with prepared arguments "
+            "(perf record -g, or a CUPTI trace with host timestamps) and move per-call "
+            "Rust-side work out of the warm path: build the generic-argument strings and the "
+            "launch key once per specialisation and look the compiled function up without "
+            "formatting",
+        ),
+        f"launcher residual {_us(residual)}",
+    )
+
+
+def _list_table(
+    where: str,
+    row: HostOverhead,
+    port: DriverTrace,
+    reference: DriverTrace | None,
+    found: _HostFindings,
+) -> None:
+    copies = [name for name in port.order if name.startswith(_LIST_COPY)]
+    if not copies:
+        return
+    written = _counted(port.calls, tuple(copies))
+    if port.calls["cuStreamIsCapturing"]:
+        written += ", after cuStreamIsCapturing"
+    also = reference is not None and any(n.startswith(_LIST_COPY) for n in reference.order)
+    evidence = f"{where}: each port call writes a list's device table ({written}), " + (
+        "as ct.launch also does" if also else "which ct.launch does not"
+    )
+    if any(_LIST_CAPTURE_REFUSED in note for note in row.notes):
+        evidence += (
+            "; the port's CUDA graph capture is refused for it (\"a list's table cannot be "
+            'written while the stream is captured")'
+        )
+    found.add(
+        PerfCause(
+            side=CauseSide.HOST,
+            category="list table",
+            evidence=evidence,
+            fix="keep a list's device table across calls (the wrapper already keeps its "
+            "allocation for repeated calls on the same tensors and stream) and copy the rows "
+            "only when they differ from the last ones written to that table on that stream; a "
+            "repeated call then makes no copy and can be captured into a CUDA graph",
+        ),
+        "list table",
+    )
+
+
+def _graph_note(where: str, row: HostOverhead) -> str:
+    port, reference = row.port_graph_replay_us, row.reference_graph_replay_us
+    if port is not None and reference is not None:
+        figures = f"port {_us(port)} vs ct.launch's graph {_us(reference)} per replay"
+        if abs(port - reference) <= GRAPH_PARITY * reference:
+            return (
+                f"{where}: under CUDA graph replay the host overhead is at parity ({figures}, "
+                f"within {GRAPH_PARITY:.0%}): graph replay is the recommended path for "
+                "launch-bound use"
+            )
+        if port < reference:
+            return f"{where}: under CUDA graph replay the port is faster ({figures})"
+        return (
+            f"{where}: under CUDA graph replay the port is not at parity ({figures}, "
+            f"{port / reference - 1:+.0%})"
+        )
+    reason = next(
+        (n for n in row.notes if n.startswith(_PORT_GRAPH_NOTE)), f"{_PORT_GRAPH_NOTE} not measured"
+    )
+    first_line = reason.removeprefix(_PORT_GRAPH_NOTE).strip().splitlines()[0]
+    first_line = first_line.split("; ")[0][:240]
+    theirs = "" if reference is None else f" (ct.launch's graph replays in {_us(reference)})"
+    return f"{where}: the port's CUDA graph replay was not measured{theirs}: {first_line}"
+
+
+def _host_row(operator: str, row: HostOverhead, found: _HostFindings) -> None:
+    """The causes of one configuration whose wrapper trails ct.launch."""
+    where = f"{row.config_id} ({row.calls} calls)"
+    port, reference = driver_traces(row.notes)
+    _python_wrapper(where, row, found)
+    extra_calls = 0
+    if port is not None and reference is not None:
+        if _driver_calls(where, row, port, reference, found):
+            extra_calls = sum((port.calls - reference.calls).values())
+    else:
+        found.notes.append(
+            f"{where}: no driver-call trace of one warm call of both: the launcher's driver "
+            "calls were not compared"
+        )
+    if row.port_cffi_us is None:
+        found.notes.append(
+            f"{where}: no bare cffi figure: the wrapper's Python cost cannot be told apart "
+            "from the launcher's"
+        )
+    _launcher_residual(where, operator, row, extra_calls, found)
+    if port is not None:
+        _list_table(where, row, port, reference, found)
+
+
+def _kernel_launches(run: GpuRunReport, port: bool) -> int | None:
+    counts = [(row.port if port else row.reference).launches_per_call for row in run.perf]
+    whole = [int(count) for count in counts if count == int(count)]
+    return Counter(whole).most_common(1)[0][0] if whole else None
+
+
+def investigate_host_overhead(
+    run: GpuRunReport, *, run_id: str | None = None, attempt: int = 1
+) -> InvestigationReport:
+    """Stage F on the host cost per call of one GPU run: FIXABLE when the wrapper is
+    slower than ct.launch and causes with fixes are found, ALIGNED when it is no
+    slower, BLOCKED when nothing was measured or nothing splits the gap.
+
+    `run_id` and `attempt` tie the report to the run's perf.json; the operator's
+    name and 1 when there is none."""
+    found = _HostFindings()
+
+    def report(verdict: InvestigationVerdict, summary: str) -> InvestigationReport:
+        return InvestigationReport(
+            run_id=run_id or run.operator,
+            attempt=attempt,
+            verdict=verdict,
+            summary=summary,
+            causes=found.causes,
+            port_launches_per_call=_kernel_launches(run, port=True),
+            baseline_launches_per_call=_kernel_launches(run, port=False),
+            notes=found.notes,
+        )
+
+    if not run.ran_on_gpu:
+        return report(InvestigationVerdict.BLOCKED, f"nothing ran on a GPU: {run.statement}")
+    measured = [
+        row
+        for row in run.host_overhead
+        if row.port_wrapper_us is not None and row.reference_launch_us is not None
+    ]
+    if not measured:
+        return report(
+            InvestigationVerdict.BLOCKED,
+            "the host cost per call was not measured: no host_overhead row has both the "
+            "wrapper's and ct.launch's µs per call",
+        )
+    trailing: list[tuple[float, str]] = []
+    for row in measured:
+        wrapper, launch = row.port_wrapper_us or 0.0, row.reference_launch_us or 0.0
+        figures = f"wrapper {_us(wrapper)} vs ct.launch {_us(launch)} per call"
+        if wrapper > launch:
+            trailing.append(
+                (wrapper - launch, f"{figures} (+{_us(wrapper - launch)}) on {row.config_id}")
+            )
+            _host_row(run.operator, row, found)
+        else:
+            found.notes.append(f"{row.config_id}: {figures}: the wrapper is no slower")
+        found.notes.append(_graph_note(f"{row.config_id} ({row.calls} calls)", row))
+    if not trailing:
+        return report(
+            InvestigationVerdict.ALIGNED,
+            f"the wrapper is no slower than ct.launch on {len(measured)} configuration(s)",
+        )
+    worst = max(trailing)[1]
+    if not found.causes:
+        return report(
+            InvestigationVerdict.BLOCKED,
+            f"{worst}, and nothing splits the gap: no bare cffi figure and no driver call the "
+            "port makes beyond ct.launch's",
+        )
+    causes = "; ".join(dict.fromkeys(found.headlines))
+    return report(InvestigationVerdict.FIXABLE, f"{worst}: {causes}")
+
+
+# -- the command line: `tileport investigate` ----------------------------------------------
+
+
+def investigate_folder(folder: Path) -> InvestigationReport:
+    """The host investigation of one gpu-run result folder; its perf.json, when valid,
+    gives the run id and attempt."""
+    path = folder / GpuRunReport.FILE_NAME
+    if not path.is_file():
+        raise HostInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
+    try:
+        run = GpuRunReport.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HostInputError(f"{path}: cannot be read: {exc}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise HostInputError(
+            f"{path}: not a valid GpuRunReport (first error, at {where}: {first['msg']})"
+        ) from exc
+    run_id, attempt = None, 1
+    try:
+        perf = PerfReport.model_validate_json(
+            (folder / PerfReport.FILE_NAME).read_text(encoding="utf-8")
+        )
+        run_id, attempt = perf.run_id, perf.attempt
+    except (OSError, UnicodeDecodeError, ValidationError):
+        pass
+    return investigate_host_overhead(run, run_id=run_id, attempt=attempt)
+
+
+def write_investigation(report: InvestigationReport, folder: Path) -> Path:
+    path = folder / InvestigationReport.FILE_NAME
+    write_text_atomic(path, report.model_dump_json(indent=2) + "\n")
+    return path
+
+
+def describe_investigation(label: str, report: InvestigationReport) -> str:
+    """One paragraph: the verdict and summary, then each cause with its figures and fix."""
+    lines = [f"{label}: {report.verdict.value}: {report.summary}"]
+    for cause in report.causes:
+        lines.append(f"  - {cause.side.value} {cause.category}: {cause.evidence}")
+        lines.append(f"    fix: {cause.fix}")
+    lines += [f"  note: {note}" for note in report.notes]
     return "\n".join(lines)

@@ -1,8 +1,9 @@
 """The results book: what several GPU runs (`tileport gpu-run`) found, side by side.
 
-A book gathers the `gpu_run.json` (and, when present, `correctness.json`) of one
-run per kernel, keeps every timing column the runs wrote unchanged, and checks
-the whole against the project's targets. `tileport results-book` writes it as
+A book gathers the `gpu_run.json` (and, when present, `correctness.json` and the
+host-side `investigation.json` of `tileport investigate`) of one run per kernel,
+keeps every timing column the runs wrote unchanged, and checks the whole against
+the project's targets. `tileport results-book` writes it as
 `<name>.json` beside a markdown table and an SVG chart.
 """
 
@@ -15,7 +16,7 @@ from typing import Annotated, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from schemas.gpu import HostOverhead, TimingColumn
-from schemas.reports import geomean_line
+from schemas.reports import InvestigationReport, geomean_line
 from schemas.run_layout import safe_name
 
 BookName = Annotated[str, AfterValidator(safe_name)]
@@ -104,6 +105,11 @@ class KernelEntry(_Strict):
         None, description="Geomean of control/reference: what identical kernels measure."
     )
     host_overhead: list[HostOverhead] = Field(default_factory=list)
+    investigation: InvestigationReport | None = Field(
+        None,
+        description="Stage F's host-side investigation of the run (`investigation.json`, "
+        "checked against gpu_run.json's figures), when the folder has one.",
+    )
     notes: list[str] = Field(default_factory=list, description="The run's own notes.")
 
     @property

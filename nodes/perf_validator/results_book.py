@@ -2,14 +2,17 @@
 against the project's targets.
 
 `build_book` reads each run folder a `tileport gpu-run` wrote (`gpu_run.json`,
-and `correctness.json` when it is there, for each case's pass/fail and errors);
+`correctness.json` when it is there, for each case's pass/fail and errors, and
+`investigation.json`, stage F's host-side investigation of `tileport
+investigate`, when it is there);
 `write_book` writes `<name>.json`, `<name>.md` (the table `book_markdown` makes)
 and `<name>.svg` (the chart `book_svg` draws, by hand: no plotting library).
 
 The targets: (a) every configuration correct, (b) the geomean of port/reference
 over all timed configurations at most 1.00, (c) no kernel's geomean above 1.05,
 (d) SASS-identical kernels within 0.99-1.01, (e) the Python wrapper's host cost
-per call no worse than `ct.launch`'s, where measured.
+per call no worse than `ct.launch`'s, where measured; for each kernel missing
+(e), the book shows its investigation's verdict and causes.
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ from xml.sax.saxutils import escape
 from pydantic import BaseModel, ValidationError
 
 from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail
-from schemas.reports import CorrectnessCase, CorrectnessReport, geomean_line
+from schemas.reports import (
+    CorrectnessCase,
+    CorrectnessReport,
+    InvestigationReport,
+    geomean_line,
+)
 from schemas.results_book import (
     BookCase,
     BookOverall,
@@ -56,6 +64,7 @@ class _Run:
     folder: Path
     report: GpuRunReport
     correctness: CorrectnessReport | None
+    investigation: InvestigationReport | None = None
 
 
 def _load(path: Path, model: type[M]) -> M:
@@ -73,7 +82,8 @@ def _load(path: Path, model: type[M]) -> M:
 
 
 def _load_run(folder: Path) -> _Run:
-    """One run folder; `correctness.json` is optional, but must be valid when present."""
+    """One run folder; `correctness.json` and `investigation.json` are optional, but must
+    be valid when present (and the investigation must match the run's figures)."""
     if not folder.is_dir():
         raise BookInputError(f"{folder}: not a folder")
     report_path = folder / GpuRunReport.FILE_NAME
@@ -82,7 +92,26 @@ def _load_run(folder: Path) -> _Run:
     report = _load(report_path, GpuRunReport)
     correctness_path = folder / CorrectnessReport.FILE_NAME
     correctness = _load(correctness_path, CorrectnessReport) if correctness_path.is_file() else None
-    return _Run(folder, report, correctness)
+    return _Run(folder, report, correctness, _investigation(folder, report))
+
+
+def _investigation(folder: Path, report: GpuRunReport) -> InvestigationReport | None:
+    """The folder's host-side investigation, refused when it was derived from other
+    figures than gpu_run.json holds now (a run replaced after `tileport investigate`)."""
+    path = folder / InvestigationReport.FILE_NAME
+    if not path.is_file():
+        return None
+    found = _load(path, InvestigationReport)
+    from nodes.perf_investigator import investigate_host_overhead
+
+    current = investigate_host_overhead(report, run_id=found.run_id, attempt=found.attempt)
+    compared = ("verdict", "summary", "causes")
+    if found.model_dump(include=set(compared)) != current.model_dump(include=set(compared)):
+        raise BookInputError(
+            f"{path}: does not match the figures of {GpuRunReport.FILE_NAME} beside it; run "
+            f"`tileport investigate {folder} --write` again"
+        )
+    return found
 
 
 # --- the book ----------------------------------------------------------------------------
@@ -156,6 +185,7 @@ def _kernel(run: _Run) -> KernelEntry:
         max_ratio=max(ratios, default=None),
         control_geomean_ratio=_geomean([t.control_ratio for t in timings]),
         host_overhead=list(report.host_overhead),
+        investigation=run.investigation,
         notes=list(report.notes),
     )
 
@@ -382,6 +412,12 @@ def _target_host(kernels: list[KernelEntry]) -> TargetCheck:
     detail = f"measured for {len(measured)}/{len(kernels)} kernels"
     if unmeasured:
         detail += f"; not measured: {', '.join(unmeasured)}"
+    if missing:
+        investigated = [k for k in measured if k.name in missing and k.investigation]
+        detail += (
+            f"; {len(investigated)}/{len(missing)} kernels missing it have a host-side "
+            "investigation"
+        )
     return TargetCheck(
         id="e",
         description="wrapper µs per call no worse than ct.launch's",
@@ -533,8 +569,47 @@ def book_markdown(book: ResultsBook) -> str:
             for t in book.targets
         ),
         "",
+        *_host_investigations(book),
     ]
     return "\n".join(lines)
+
+
+def _host_investigations(book: ResultsBook) -> list[str]:
+    """For each kernel missing target (e): its host-side investigation's verdict and the
+    categories of its causes, or that it has none yet."""
+    host = next(t for t in book.targets if t.id == "e")
+    kernels = [kernel for kernel in book.kernels if kernel.name in host.missing]
+    if not kernels:
+        return []
+    rows = []
+    tally: dict[str, int] = {}
+    for kernel in kernels:
+        report = kernel.investigation
+        pairs = ", ".join(
+            f"{_number(h.port_wrapper_us, '.1f')} vs {_number(h.reference_launch_us, '.1f')}"
+            for h in kernel.host_overhead
+        )
+        if report is None:
+            found = f"not investigated (`tileport investigate {kernel.run} --write`)"
+        else:
+            categories = list(dict.fromkeys(cause.category for cause in report.causes))
+            for category in categories:
+                tally[category] = tally.get(category, 0) + 1
+            found = f"{report.verdict.value}: {', '.join(categories) or 'no cause'}"
+        rows.append(f"- {kernel.name} (wrapper vs ct.launch µs per call: {pairs}): {found}")
+    lines = [
+        "### Target (e): host-side investigations",
+        "",
+        "Stage F's `tileport investigate` on each kernel missing (e) (`investigation.json` "
+        "in its folder has every cause with its figures and its fix):",
+        "",
+        *rows,
+        "",
+    ]
+    if tally:
+        counted = ", ".join(f"{category} in {count}" for category, count in tally.items())
+        lines += [f"Causes over the {len(kernels)} kernels: {counted}.", ""]
+    return lines
 
 
 # --- the chart -----------------------------------------------------------------------------

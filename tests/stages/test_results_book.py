@@ -337,3 +337,68 @@ def test_cli_refuses_a_folder_without_gpu_run_json(
     error = capsys.readouterr().err
     assert str(runs[1]) in error and "no gpu_run.json" in error
     assert not out.exists()
+
+
+# --- target (e) and stage F's host-side investigation --------------------------------------
+
+
+def test_missing_e_shows_each_kernels_investigation(
+    runs: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    book = build_book(runs, "h200")
+    assert all(kernel.investigation is None for kernel in book.kernels)
+    text = book_markdown(book)
+    assert "### Target (e): host-side investigations" in text
+    assert (
+        "- softmax (wrapper vs ct.launch µs per call: 28.2 vs 22.5): not investigated "
+        f"(`tileport investigate {runs[0].name} --write`)"
+    ) in text
+    assert "0/2 kernels missing it have a host-side investigation" in (
+        next(t for t in book.targets if t.id == "e").detail
+    )
+
+    assert main(["investigate", str(runs[0]), "--write"]) == 0
+    capsys.readouterr()
+    book = build_book(runs, "h200")
+    written = read_json(runs[0] / "investigation.json")
+    softmax = book.kernels[0]
+    assert softmax.investigation is not None
+    assert softmax.investigation.model_dump(mode="json") == written
+    assert [cause["category"] for cause in written["causes"]] == ["python wrapper"]
+    text = book_markdown(book)
+    assert (
+        "- softmax (wrapper vs ct.launch µs per call: 28.2 vs 22.5): FIXABLE: python wrapper\n"
+        in (text)
+    )
+    assert "- vector_add (wrapper vs ct.launch µs per call: 58.5 vs 20.2): not investigated" in text
+    assert "Causes over the 2 kernels: python wrapper in 1." in text
+    assert "1/2 kernels missing it have a host-side investigation" in (
+        next(t for t in book.targets if t.id == "e").detail
+    )
+    assert ResultsBook.model_validate_json(book.model_dump_json()) == book
+
+
+def test_no_investigation_section_when_e_is_met(runs: list[Path]) -> None:
+    for folder in runs:
+        path = folder / "gpu_run.json"
+        run = read_json(path)
+        for row in run["host_overhead"]:
+            row["port_wrapper_us"] = row["reference_launch_us"]
+        write_json(path, run)
+    assert "host-side investigations" not in book_markdown(build_book(runs, "h200"))
+
+
+def test_a_stale_investigation_is_refused(
+    runs: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["investigate", *map(str, runs), "--write"]) == 0
+    capsys.readouterr()
+    path = runs[1] / "gpu_run.json"
+    run = read_json(path)
+    run["host_overhead"][0]["port_wrapper_us"] += 5.0
+    write_json(path, run)
+    with pytest.raises(BookInputError, match=r"investigation\.json: does not match"):
+        build_book(runs, "h200")
+    (runs[1] / "investigation.json").write_text('{"verdict": "FIXABLE"}', encoding="utf-8")
+    with pytest.raises(BookInputError, match="not a valid InvestigationReport"):
+        build_book(runs, "h200")

@@ -1,0 +1,308 @@
+"""Stage F on the host side (`investigate_host_overhead`, `tileport investigate`):
+from copies of two recorded H200 runs (fixtures/gpu_runs) whose host figures and
+driver-call traces are edited here to exercise each rule. The edited numbers are
+test inputs; the evidence is checked against figures computed here from the JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+from nodes.perf_investigator import (
+    HostInputError,
+    driver_call_name,
+    driver_traces,
+    investigate_folder,
+    investigate_host_overhead,
+)
+from schemas.gpu import GpuRunReport
+from schemas.reports import CauseSide, InvestigationReport
+from schemas.verdicts import InvestigationVerdict
+
+RESULTS = Path(__file__).parent / "fixtures" / "gpu_runs"
+SOFTMAX = "h200-2026-11-29-softmax"
+VECTOR_ADD = "h200-2026-11-29-vector_add"
+
+REFERENCE_TRACE = (
+    "driver calls of one warm ct.launch call: 4: cuStreamGetCtx, cuCtxGetDevice_v2, "
+    "cuCtxGetCurrent, cuLaunchKernelEx"
+)
+THREE_POINTER_CHECKS = (
+    "driver calls of one warm port call: 5: cuPointerGetAttributes, cuPointerGetAttributes, "
+    "cuPointerGetAttributes, cuCtxGetCurrent, cuLaunchKernel"
+)
+LIST_PORT_TRACE = (
+    "driver calls of one warm port call: 6: cuPointerGetAttributes, cuCtxGetCurrent, "
+    "cuStreamIsCapturing, cuMemcpyHtoDAsync_v2, cuCtxGetCurrent, cuLaunchKernel"
+)
+LIST_REFUSED = (
+    "port_graph_replay_us: RuntimeError: no capture mode worked: global: TileportLaunchError: "
+    "LAUNCH (-9): cutile_softmax: `xs`: a list's table cannot be written while the stream is "
+    "captured into a CUDA graph; relaxed: the same"
+)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def copy_run(tmp_path: Path, name: str = SOFTMAX) -> Path:
+    folder = tmp_path / "runs" / name
+    shutil.copytree(RESULTS / name, folder)
+    return folder
+
+
+def edit_host(folder: Path, **fields: Any) -> dict[str, Any]:
+    """Set fields of the run's first host_overhead row; returns that row."""
+    path = folder / "gpu_run.json"
+    run = read_json(path)
+    run["host_overhead"][0].update(fields)
+    write_json(path, run)
+    row: dict[str, Any] = run["host_overhead"][0]
+    return row
+
+
+def load_run(folder: Path) -> GpuRunReport:
+    return GpuRunReport.model_validate_json((folder / "gpu_run.json").read_text("utf-8"))
+
+
+def causes(report: InvestigationReport) -> dict[str, str]:
+    return {cause.category: cause.evidence for cause in report.causes}
+
+
+def us(value: float) -> str:
+    return f"{value:.2f} µs"
+
+
+# --- the rules -----------------------------------------------------------------------
+
+
+def test_the_recorded_run_names_the_python_wrapper(tmp_path: Path) -> None:
+    """As recorded (no driver-call trace): wrapper 28.17 µs, bare cffi 13.00 µs,
+    ct.launch 22.45 µs; the bare call beats ct.launch, so Python is the whole gap."""
+    folder = copy_run(tmp_path)
+    row = read_json(folder / "gpu_run.json")["host_overhead"][0]
+    wrapper, cffi, launch = row["port_wrapper_us"], row["port_cffi_us"], row["reference_launch_us"]
+    assert wrapper > launch > cffi
+    report = investigate_host_overhead(load_run(folder))
+    assert report.verdict is InvestigationVerdict.FIXABLE
+    assert list(causes(report)) == ["python wrapper"]
+    [cause] = report.causes
+    assert cause.side is CauseSide.HOST and cause.fix
+    assert f"{us(wrapper)}, the bare cffi call with prepared arguments {us(cffi)}" in (
+        cause.evidence
+    )
+    assert f"{us(wrapper - cffi)} per call is Python" in cause.evidence
+    assert f"more than the whole {us(wrapper - launch)}" in cause.evidence
+    assert f"(+{us(wrapper - launch)}) on {row['config_id']}" in report.summary
+    assert any("no driver-call trace" in note for note in report.notes)
+    assert any("CUDA graph replay was not measured" in note for note in report.notes)
+
+
+def test_three_extra_pointer_checks_and_a_launcher_residual(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    edit_host(
+        folder,
+        port_wrapper_us=16.40,
+        port_cffi_us=13.25,
+        reference_launch_us=11.00,
+        notes=[THREE_POINTER_CHECKS, REFERENCE_TRACE],
+    )
+    report = investigate_host_overhead(load_run(folder))
+    assert report.verdict is InvestigationVerdict.FIXABLE
+    found = causes(report)
+    assert list(found) == ["python wrapper", "launcher driver calls", "launcher residual"]
+    assert "3.15 µs per call is Python" in found["python wrapper"]
+    assert "58% of the wrapper's 5.40 µs over ct.launch's 11.00 µs" in found["python wrapper"]
+    calls = found["launcher driver calls"]
+    assert "one warm port call makes 5 driver calls, one ct.launch call 4" in calls
+    # cuLaunchKernelEx is the same launch as cuLaunchKernel: only the checks are extra.
+    assert "the port's extra: 3 × cuPointerGetAttributes;" in calls
+    assert "ct.launch's own: 1 × cuStreamGetCtx, 1 × cuCtxGetDevice" in calls
+    assert "bare cffi 13.25 µs vs ct.launch 11.00 µs" in calls
+    fix = next(c.fix for c in report.causes if c.category == "launcher driver calls")
+    assert "(3 per call)" in fix and "once per call" in fix
+    residual = found["launcher residual"]
+    assert "2.25 µs per call in the launcher" in residual
+    assert "the 3 extra driver call(s) above are part of it" in residual
+    assert "Rust-side cost in cutile's launch path" in residual
+    assert "(+5.40 µs)" in report.summary
+    assert "launcher driver calls 5 vs 4" in report.summary
+
+
+def test_extra_driver_calls_are_no_cause_when_the_bare_call_keeps_up(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    edit_host(
+        folder,
+        port_wrapper_us=14.00,
+        port_cffi_us=10.50,
+        reference_launch_us=11.00,
+        notes=[THREE_POINTER_CHECKS, REFERENCE_TRACE],
+    )
+    report = investigate_host_overhead(load_run(folder))
+    assert list(causes(report)) == ["python wrapper"]
+    assert any(
+        "3 × cuPointerGetAttributes" in note and "not a cause of the gap here" in note
+        for note in report.notes
+    )
+
+
+def test_a_doubled_context_read_is_named(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    port = (
+        "driver calls of one warm port call: 5: cuPointerGetAttributes, cuPointerGetAttributes, "
+        "cuCtxGetCurrent, cuCtxGetCurrent, cuLaunchKernel"
+    )
+    edit_host(
+        folder,
+        port_wrapper_us=13.63,
+        port_cffi_us=12.41,
+        reference_launch_us=11.04,
+        notes=[port, REFERENCE_TRACE],
+    )
+    report = investigate_host_overhead(load_run(folder))
+    calls = causes(report)["launcher driver calls"]
+    assert "2 × cuPointerGetAttributes, 1 × cuCtxGetCurrent" in calls
+    fix = next(c.fix for c in report.causes if c.category == "launcher driver calls")
+    assert "reads the current context twice per call, ct.launch once" in fix
+
+
+def test_a_list_table_written_each_call(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    edit_host(
+        folder,
+        port_wrapper_us=30.00,
+        port_cffi_us=20.00,
+        reference_launch_us=18.00,
+        port_graph_replay_us=None,
+        notes=[LIST_REFUSED, LIST_PORT_TRACE, REFERENCE_TRACE],
+    )
+    report = investigate_host_overhead(load_run(folder))
+    found = causes(report)
+    assert "list table" in found
+    table = found["list table"]
+    assert "(1 × cuMemcpyHtoDAsync, after cuStreamIsCapturing), which ct.launch does not" in table
+    assert "graph capture is refused" in table
+    graph = next(n for n in report.notes if "graph replay was not measured" in n)
+    assert graph.endswith("while the stream is captured into a CUDA graph")
+
+
+def test_a_wrapper_no_slower_than_ct_launch_is_aligned(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    edit_host(
+        folder,
+        port_wrapper_us=10.90,
+        port_cffi_us=10.00,
+        reference_launch_us=11.00,
+        port_graph_replay_us=3.60,
+        reference_graph_replay_us=3.50,
+        notes=[THREE_POINTER_CHECKS, REFERENCE_TRACE],
+    )
+    report = investigate_host_overhead(load_run(folder))
+    assert report.verdict is InvestigationVerdict.ALIGNED
+    assert report.causes == []
+    assert any("wrapper 10.90 µs vs ct.launch 11.00 µs" in note for note in report.notes)
+    parity = next(note for note in report.notes if "graph replay" in note)
+    assert "at parity (port 3.60 µs vs ct.launch's graph 3.50 µs per replay" in parity
+    assert "recommended path for launch-bound use" in parity
+
+
+def test_graph_replay_off_parity_is_only_a_note(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    edit_host(folder, port_graph_replay_us=5.00, reference_graph_replay_us=3.50)
+    report = investigate_host_overhead(load_run(folder))
+    note = next(note for note in report.notes if "graph replay" in note)
+    assert "not at parity (port 5.00 µs vs ct.launch's graph 3.50 µs per replay, +43%)" in note
+    assert all("graph" not in cause.category for cause in report.causes)
+
+
+def test_nothing_measured_is_blocked(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    path = folder / "gpu_run.json"
+    run = read_json(path)
+    run["host_overhead"] = []
+    write_json(path, run)
+    report = investigate_host_overhead(load_run(folder))
+    assert report.verdict is InvestigationVerdict.BLOCKED
+    assert "not measured" in report.summary and not report.causes
+
+    edit_path = copy_run(tmp_path / "other")
+    edit_host(edit_path, reference_launch_us=None)
+    assert investigate_host_overhead(load_run(edit_path)).verdict is InvestigationVerdict.BLOCKED
+
+
+def test_a_gap_nothing_splits_is_blocked(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    edit_host(folder, port_cffi_us=None, notes=[])
+    report = investigate_host_overhead(load_run(folder))
+    assert report.verdict is InvestigationVerdict.BLOCKED
+    assert "nothing splits the gap" in report.summary
+
+
+def test_driver_call_names_compare_across_suffixes() -> None:
+    assert driver_call_name("cuCtxGetDevice_v2") == "cuCtxGetDevice"
+    assert driver_call_name("cuLaunchKernelEx") == "cuLaunchKernel"
+    assert driver_call_name("cuMemcpyHtoDAsync_v2") == "cuMemcpyHtoDAsync"
+    port, reference = driver_traces(["something else", THREE_POINTER_CHECKS])
+    assert reference is None and port is not None
+    assert port.total == 5 and port.calls["cuPointerGetAttributes"] == 3
+
+
+# --- the report's identity ---------------------------------------------------------------
+
+
+def test_run_id_and_attempt_come_from_perf_json(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    perf = read_json(folder / "perf.json")
+    report = investigate_folder(folder)
+    assert (report.run_id, report.attempt) == (perf["run_id"], perf["attempt"])
+    (folder / "perf.json").unlink()
+    assert investigate_folder(folder).run_id == "softmax"
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def test_cli_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folders = [copy_run(tmp_path, SOFTMAX), copy_run(tmp_path, VECTOR_ADD)]
+    assert main(["investigate", *map(str, folders)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{folders[0]}: FIXABLE: " in printed and f"{folders[1]}: FIXABLE: " in printed
+    assert "  - host python wrapper: " in printed and "    fix: " in printed
+    assert not any((folder / "investigation.json").exists() for folder in folders)
+
+    assert main(["investigate", *map(str, folders), "--write"]) == 0
+    printed = capsys.readouterr().out
+    for folder in folders:
+        path = folder / "investigation.json"
+        assert f"wrote {path}" in printed
+        written = InvestigationReport.model_validate_json(path.read_text("utf-8"))
+        assert written == investigate_folder(folder)
+        row = read_json(folder / "gpu_run.json")["host_overhead"][0]
+        assert us(row["port_wrapper_us"] - row["port_cffi_us"]) in written.causes[0].evidence
+
+
+def test_cli_refuses_a_folder_without_a_valid_gpu_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = copy_run(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["investigate", str(good), str(empty), "--write"]) == 2
+    assert f"{empty}: no gpu_run.json" in capsys.readouterr().err
+    assert not (good / "investigation.json").exists()
+
+    (empty / "gpu_run.json").write_text('{"operator": "x"}', encoding="utf-8")
+    assert main(["investigate", str(empty)]) == 2
+    assert "not a valid GpuRunReport" in capsys.readouterr().err
+    with pytest.raises(HostInputError, match="not a valid GpuRunReport"):
+        investigate_folder(empty)
