@@ -681,6 +681,8 @@ def investigate_host_overhead(
 
     if not run.ran_on_gpu:
         return report(InvestigationVerdict.BLOCKED, f"nothing ran on a GPU: {run.statement}")
+    if run.perf:
+        found.notes.append(device_time_note(run))
     measured = [
         row
         for row in run.host_overhead
@@ -718,6 +720,33 @@ def investigate_host_overhead(
         )
     causes = "; ".join(dict.fromkeys(found.headlines))
     return report(InvestigationVerdict.FIXABLE, f"{worst}: {causes}")
+
+
+SAME_CODE_BAND: Final = (0.99, 1.01)
+"""Where two runs of the same device code land: the noise band of a SASS-identical port."""
+
+
+def device_time_note(run: GpuRunReport) -> str:
+    """The device-time side of a run, against its own A/A control (the reference
+    timed again as its own contender): how far the port is from the reference,
+    and how far the reference is from itself."""
+    ratios = [row.ratio for row in run.perf]
+    controls = [row.control_ratio for row in run.perf if row.control_ratio is not None]
+    launches = f"{_kernel_launches(run, True)}/{_kernel_launches(run, False)}"
+    text = (
+        f"device time: port/reference geomean {statistics.geometric_mean(ratios):.4f} over "
+        f"{len(ratios)} configuration(s) ({min(ratios):.4f} to {max(ratios):.4f}), kernels "
+        f"per call port/reference {launches}"
+    )
+    if controls:
+        text += (
+            f"; A/A control (reference/reference) {statistics.geometric_mean(controls):.4f} "
+            f"({min(controls):.4f} to {max(controls):.4f})"
+        )
+    low, high = SAME_CODE_BAND
+    inside = all(low <= ratio <= high for ratio in ratios)
+    where = "every ratio inside" if inside else "a ratio outside"
+    return f"{text}: {where} the {low:.2f}-{high:.2f} band of identical code"
 
 
 # -- the command line: `tileport investigate` ----------------------------------------------

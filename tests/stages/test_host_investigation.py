@@ -15,6 +15,7 @@ import pytest
 from app.cli import main
 from nodes.perf_investigator import (
     HostInputError,
+    device_time_note,
     driver_call_name,
     driver_traces,
     investigate_folder,
@@ -306,3 +307,23 @@ def test_cli_refuses_a_folder_without_a_valid_gpu_run(
     assert "not a valid GpuRunReport" in capsys.readouterr().err
     with pytest.raises(HostInputError, match="not a valid GpuRunReport"):
         investigate_folder(empty)
+
+
+def test_device_time_is_placed_against_the_band_of_identical_code(tmp_path: Path) -> None:
+    folder = copy_run(tmp_path)
+    run = load_run(folder)
+    ratios = [row.ratio for row in run.perf]
+    note = device_time_note(run)
+    assert f"over {len(ratios)} configuration(s)" in note
+    assert "every ratio inside the 0.99-1.01 band" in note
+    assert "A/A control" not in note  # the recorded run predates the control
+    data = read_json(folder / "gpu_run.json")
+    data["perf"][0]["port"]["median_us"] = data["perf"][0]["reference"]["median_us"] * 1.02
+    data["perf"][0]["control"] = dict(
+        data["perf"][0]["reference"], median_us=data["perf"][0]["reference"]["median_us"] * 0.998
+    )
+    write_json(folder / "gpu_run.json", data)
+    note = device_time_note(load_run(folder))
+    assert "a ratio outside the 0.99-1.01 band" in note
+    assert "A/A control (reference/reference) 0.9980 (0.9980 to 0.9980)" in note
+    assert note in investigate_host_overhead(load_run(folder)).notes
