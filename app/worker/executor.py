@@ -145,6 +145,13 @@ class Executor:
     def mark(
         self, claim: queue.Claim, status: ConversionStatus, error: str | None = None
     ) -> ConversionStatus | None:
+        # The run's files go into the store first: a client that sees the terminal
+        # status finds its artifacts, reports and IR dumps already there.
+        self.attempt_step(
+            "ingest",
+            claim.conversion_id,
+            lambda: ingest_run(self.sessions, self.settings, claim.conversion_id),
+        )
         return status if queue.finish(self.sessions, claim, status, error) else None
 
     def requeue(self, claim: queue.Claim, reason: str) -> None:
@@ -154,21 +161,24 @@ class Executor:
     def finalize(self, conversion_id: str) -> None:
         """Work after a terminal status; each step is logged, none undoes the status."""
         steps: list[tuple[str, Callable[[], None]]] = [
-            ("ingest", lambda: ingest_run(self.sessions, self.settings, conversion_id)),
             ("prune", lambda: prune(self.settings.resolved_database_url, conversion_id)),
         ]
         if self.after_terminal is not None:
             hook = self.after_terminal
             steps.append(("notify", lambda: hook(conversion_id)))
         for name, step in steps:
-            try:
-                step()
-            except Exception as error:
-                log.exception("%s failed for %s", name, conversion_id)
-                with transaction(self.sessions) as session:
-                    record_event(
-                        session,
-                        f"finalize.{name}_failed",
-                        f"{type(error).__name__}: {error}"[:1000],
-                        conversion_id,
-                    )
+            self.attempt_step(name, conversion_id, step)
+
+    def attempt_step(self, name: str, conversion_id: str, step: Callable[[], None]) -> None:
+        """Runs one step of a run's ending; a failure is logged and recorded, not raised."""
+        try:
+            step()
+        except Exception as error:
+            log.exception("%s failed for %s", name, conversion_id)
+            with transaction(self.sessions) as session:
+                record_event(
+                    session,
+                    f"finalize.{name}_failed",
+                    f"{type(error).__name__}: {error}"[:1000],
+                    conversion_id,
+                )

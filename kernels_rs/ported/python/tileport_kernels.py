@@ -339,7 +339,7 @@ def describe_argument(value: object, param: dict[str, Any]) -> TensorDescriptor 
 
 def _call_key(operator: str, arrays: tuple[object, ...], stream: int) -> tuple[object, ...] | None:
     """What the checks and C arguments of a call depend on, for torch tensors and
-    lists of them (address, dtype, extents, strides, device) on one stream: a list's
+    lists of them (address, dtype, extents, strides, device index) on one stream: a list's
     table is then reused, rewritten by each call in stream order. None for other
     arrays and for a TensorList (its table is the caller's)."""
     key: list[object] = [operator, stream]
@@ -351,8 +351,16 @@ def _call_key(operator: str, arrays: tuple[object, ...], stream: int) -> tuple[o
         for member in members:
             tensor: Any = member
             try:
+                # get_device(): an int, cheaper than a torch.device; the library still
+                # checks where the data lives.
                 facts.append(
-                    (tensor.data_ptr(), tensor.dtype, tensor.shape, tensor.stride(), tensor.device)
+                    (
+                        tensor.data_ptr(),
+                        tensor.dtype,
+                        tensor.shape,
+                        tensor.stride(),
+                        tensor.get_device(),
+                    )
                 )
             except AttributeError:
                 return None
@@ -393,12 +401,18 @@ def _from_interface(interface: dict[str, Any], name: str) -> TensorDescriptor:
 def _stream_handle(stream: object, first: object) -> int:
     if stream is None:
         torch = sys.modules.get("torch")
-        device = getattr(first, "device", None)
-        if torch is None or device is None:
+        if torch is None:
             return 0
-        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw_stream is not None and device.type == "cuda":
-            # The handle without building a torch.cuda.Stream: a few µs less per call.
+        # The handle without building a torch.device or a torch.cuda.Stream: µs per call.
+        raw_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        get_device = getattr(first, "get_device", None)
+        if raw_stream is not None and get_device is not None:
+            index = int(get_device())
+            return int(raw_stream(index)) if index >= 0 else 0
+        device = getattr(first, "device", None)
+        if device is None or getattr(device, "type", None) != "cuda":
+            return 0  # not a CUDA tensor: the checks refuse it
+        if raw_stream is not None:
             return int(raw_stream(device.index if device.index is not None else 0))
         return int(torch.cuda.current_stream(device).cuda_stream)
     if isinstance(stream, int):

@@ -886,7 +886,13 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
     }
     initialised_driver()?;
     let mut ordinal: Option<usize> = None;
+    // An in-place operator passes one address twice: it is asked about once.
+    let mut asked: Vec<u64> = Vec::with_capacity(arrays.len());
     for array in arrays.iter().filter(|array| !array.is_empty()) {
+        if asked.contains(&array.data) {
+            continue;
+        }
+        asked.push(array.data);
         let found = unsafe { pointer_device(array)? };
         match ordinal {
             Some(first) if first != found => {
