@@ -38,6 +38,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from schemas.gpu import GpuRunReport, HostOverhead
+from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
 from schemas.reports import (
     AnalysisReport,
@@ -759,15 +760,9 @@ def investigate_folder(folder: Path) -> InvestigationReport:
     if not path.is_file():
         raise HostInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
     try:
-        run = GpuRunReport.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HostInputError(f"{path}: cannot be read: {exc}") from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
-        raise HostInputError(
-            f"{path}: not a valid GpuRunReport (first error, at {where}: {first['msg']})"
-        ) from exc
+        run = read_model(path, GpuRunReport)
+    except ModelFileError as exc:
+        raise HostInputError(str(exc)) from exc
     run_id, attempt = None, 1
     try:
         perf = PerfReport.model_validate_json(

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from schemas.gpu import HostOverhead, TimingColumn
+from schemas.gpu import GpuEnvironment, HostOverhead, TimingColumn
 from schemas.reports import InvestigationReport, geomean_line
 from schemas.run_layout import safe_name
 
@@ -30,16 +30,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class MachineRecord(_Strict):
+class MachineRecord(GpuEnvironment):
     """One distinct GPU and driver the runs ran on, with the toolchain they reported."""
 
-    gpu: str | None = None
-    compute_capability: str | None = None
-    driver: str | None = None
-    clocks: dict[str, str] = Field(default_factory=dict)
-    l2_bytes: int | None = None
-    num_sms: int | None = None
-    versions: dict[str, str] = Field(default_factory=dict)
     kernels: list[str] = Field(min_length=1, description="The kernels whose runs used it.")
     differences: list[str] = Field(
         default_factory=list,

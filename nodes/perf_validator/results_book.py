@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TypeVar
 from xml.sax.saxutils import escape
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail
+from schemas.model_file import ModelFileError, read_model
 from schemas.reports import (
     CorrectnessCase,
     CorrectnessReport,
@@ -69,16 +70,9 @@ class _Run:
 
 def _load(path: Path, model: type[M]) -> M:
     try:
-        return model.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BookInputError(f"{path}: cannot be read: {exc}") from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
-        raise BookInputError(
-            f"{path}: not a valid {model.__name__} ({exc.error_count()} error(s); "
-            f"first, at {where}: {first['msg']})"
-        ) from exc
+        return read_model(path, model)
+    except ModelFileError as exc:
+        raise BookInputError(str(exc)) from exc
 
 
 def _load_run(folder: Path) -> _Run:
@@ -283,13 +277,7 @@ def _machines(runs: list[_Run]) -> list[MachineRecord]:
 def _machine(group: list[_Run]) -> MachineRecord:
     first = group[0].report.environment
     return MachineRecord(
-        gpu=first.gpu,
-        compute_capability=first.compute_capability,
-        driver=first.driver,
-        clocks=dict(first.clocks),
-        l2_bytes=first.l2_bytes,
-        num_sms=first.num_sms,
-        versions=dict(first.versions),
+        **first.model_dump(),
         kernels=[run.report.operator for run in group],
         differences=_differences(group),
     )
