@@ -157,6 +157,10 @@ class ResultsBook(_Strict):
     schema_version: Literal[1] = 1
     name: BookName
     machines: list[MachineRecord] = Field(default_factory=list)
+    crates: dict[str, str] = Field(
+        default_factory=dict,
+        description="The cutile crates the kernel library was built with (its Cargo.lock).",
+    )
     kernels: list[KernelEntry] = Field(min_length=1)
     sass_identical_kernels: list[str] = Field(
         default_factory=list, description="Kernels held to the 0.99-1.01 band (target d)."

@@ -18,6 +18,7 @@ per call no worse than `ct.launch`'s, where measured; for each kernel missing
 from __future__ import annotations
 
 import statistics
+import tomllib
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ from schemas.results_book import (
 )
 from schemas.run_layout import RunPathError, safe_name, write_text_atomic
 from schemas.verdicts import PERF_RATIO_LIMIT
+from toolchain.env import KERNELS_RS
 
 OVERALL_LIMIT = 1.00
 KERNEL_LIMIT = PERF_RATIO_LIMIT
@@ -132,11 +134,28 @@ def build_book(
     return ResultsBook(
         name=name,
         machines=_machines(runs),
+        crates=library_crates(),
         kernels=kernels,
         sass_identical_kernels=held,
         overall=overall,
         targets=check_targets(kernels, overall, held),
     )
+
+
+CRATE_PREFIXES = ("cutile", "cuda-")
+
+
+def library_crates(lock: Path = KERNELS_RS / "Cargo.lock") -> dict[str, str]:
+    """name -> version of the cutile and CUDA crates the kernel library links."""
+    try:
+        packages = tomllib.loads(lock.read_text(encoding="utf-8")).get("package", [])
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    return {
+        str(package["name"]): str(package["version"])
+        for package in packages
+        if str(package.get("name", "")).startswith(CRATE_PREFIXES)
+    }
 
 
 def _refuse_duplicates(runs: list[_Run]) -> None:
@@ -531,6 +550,11 @@ def book_markdown(book: ResultsBook) -> str:
         "Machines:",
         "",
         *(_machine_line(machine) for machine in book.machines),
+        *(
+            ["- kernel library crates: " + ", ".join(f"{k} {v}" for k, v in book.crates.items())]
+            if book.crates
+            else []
+        ),
         "",
         f"![geomean port / cuTile Python per kernel on {_gpus(book)}]({book.name}.svg)",
         "",

@@ -22,6 +22,7 @@ from nodes.perf_validator.results_book import (
     book_markdown,
     book_svg,
     build_book,
+    library_crates,
     write_book,
 )
 from schemas.results_book import ResultsBook
@@ -402,3 +403,17 @@ def test_a_stale_investigation_is_refused(
     (runs[1] / "investigation.json").write_text('{"verdict": "FIXABLE"}', encoding="utf-8")
     with pytest.raises(BookInputError, match="not a valid InvestigationReport"):
         build_book(runs, "h200")
+
+
+def test_the_book_names_the_library_crates(runs: list[Path], tmp_path: Path) -> None:
+    lock = tmp_path / "Cargo.lock"
+    lock.write_text(
+        'version = 4\n\n[[package]]\nname = "cutile"\nversion = "0.5.0"\n\n'
+        '[[package]]\nname = "serde"\nversion = "1.0.0"\n\n'
+        '[[package]]\nname = "cuda-core"\nversion = "0.5.0"\n'
+    )
+    assert library_crates(lock) == {"cutile": "0.5.0", "cuda-core": "0.5.0"}
+    assert library_crates(tmp_path / "absent.lock") == {}
+    book = build_book(runs, "h200")
+    assert book.crates.get("cutile") == "0.5.0"  # the repository's own Cargo.lock
+    assert "- kernel library crates: " in book_markdown(book)
