@@ -354,20 +354,14 @@ class Lifter:
     def pointers_read_from(self, table: int) -> set[int]:
         """The `int_to_ptr` results whose address was read from a list's table:
         the list's elements, whose element type follows the dtype."""
-        producer = {
-            result: op for op in self.entry.walk() for result in self.resolved.result_ids(op)
-        }
-
-        def reads_table(value: int) -> bool:
-            op = producer.get(value)
-            if op is None:
-                return value == table
-            return any(reads_table(v) for v in self.resolved.operand_ids(op)[:1])
-
+        argument = self.resolved.entry_args.index(table)
+        pointers = (
+            self.resolved.result_ids(op)[0] for op in self.entry.walk() if op.name == "int_to_ptr"
+        )
         return {
-            self.resolved.result_ids(op)[0]
-            for op in self.entry.walk()
-            if op.name == "int_to_ptr" and reads_table(self.resolved.operand_ids(op)[0])
+            pointer
+            for pointer in pointers
+            if (column := self.table_column(pointer)) and column[0] == argument
         }
 
     # -- positions and names ------------------------------------------------------

@@ -126,18 +126,12 @@ def graph_replay_us(
 
 def _failed_capture_trace(torch: Any, call: Callable[[], None]) -> str:
     """Which driver calls a capture of `call` makes, and which of them fail."""
-    from toolchain.cupti import trace_driver_calls
 
     def capture() -> None:
         with torch.cuda.graph(torch.cuda.CUDAGraph(), capture_error_mode="relaxed"):
             call()
 
-    try:
-        calls = trace_driver_calls(capture)
-    except Exception as exc:  # no CUPTI here: say so instead
-        return f"not traced ({type(exc).__name__}: {exc})"
-    torch.cuda.synchronize()
-    return ", ".join(str(c) for c in calls[:TRACE_SHOWN]) or "none recorded"
+    return _call_trace(torch, capture)
 
 
 def host_overhead(
