@@ -193,7 +193,7 @@ def _kernel(run: _Run) -> KernelEntry:
         worst_max_abs_error=_worst(case.max_abs_error for case in cases),
         worst_max_rel_error=_worst(case.max_rel_error for case in cases),
         timings=timings,
-        geomean_ratio=statistics.geometric_mean(ratios) if ratios else None,
+        geomean_ratio=_geomean(ratios),
         min_ratio=min(ratios, default=None),
         max_ratio=max(ratios, default=None),
         control_geomean_ratio=_geomean([t.control_ratio for t in timings]),
@@ -263,7 +263,7 @@ def _worst(values: Iterable[float | None]) -> float | None:
 
 def _overall(kernels: list[KernelEntry]) -> BookOverall:
     ratios = [timing.ratio for kernel in kernels for timing in kernel.timings]
-    geomean = statistics.geometric_mean(ratios) if ratios else None
+    geomean = _geomean(ratios)
     checked = sum(kernel.configurations_checked for kernel in kernels)
     correct = sum(kernel.configurations_correct for kernel in kernels)
     controls = [t.control_ratio for k in kernels for t in k.timings if t.control_ratio]
