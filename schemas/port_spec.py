@@ -82,6 +82,7 @@ FLOAT_DTYPES = frozenset(
 )
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 
 
 def _check_expr(text: str) -> str:
@@ -396,7 +397,20 @@ class PortSpec(_Strict):
     spec_version: Literal[1] = Field(description="Always 1.")
     name: Name = Field(description="The operator's name.")
     description: str = Field("", description="Free text for readers.")
-    source: str = Field(min_length=1, description="Kernel source file, relative to the spec.")
+    source: str = Field(
+        min_length=1,
+        description="Kernel source file, relative to the spec; derived from source_root "
+        "and module when those are given.",
+    )
+    source_root: str | None = Field(
+        None,
+        min_length=1,
+        description="A directory on the library's Python path (TileGym's src/), relative to "
+        "the spec; with `module`, the kernel is taken from the unmodified library.",
+    )
+    module: Annotated[str, Field(pattern=MODULE_NAME)] | None = Field(
+        None, description="The kernel's module by dotted name under source_root."
+    )
     kernel: Name = Field(description="The @ct.kernel function in the source.")
     reference_backend: Literal["cutile_python", "triton_tileir"] = Field(
         description="The DSL the reference kernel is written in."
@@ -434,6 +448,21 @@ class PortSpec(_Strict):
     entry_symbol: EntrySymbol = Field(
         default_factory=lambda: EntrySymbol(), description="Entry naming and comparison."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_from_module(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or ("module" not in data and "source_root" not in data):
+            return data
+        root, module = data.get("source_root"), data.get("module")
+        if not isinstance(root, str) or not isinstance(module, str):
+            raise ValueError("source_root and module are given together")
+        if not re.match(MODULE_NAME, module):
+            return data  # the field's own check reports it
+        derived = f"{root.rstrip('/')}/{module.replace('.', '/')}.py"
+        if data.get("source", derived) != derived:
+            raise ValueError(f"source {data['source']!r} is not module {module!r} under {root!r}")
+        return {**data, "source": derived}
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:

@@ -32,6 +32,11 @@ class ArrayFacts(_Strict):
     shape_divisible_by: list[int]
     stride_divisible_by: list[int]
     stride_constant: list[int | None]
+    shape_constant: list[int | None] | None = Field(
+        None,
+        description="Extents known at compile time (a launch makes every extent of 1 "
+        "one); needs cuTile's calling convention v2.",
+    )
     stride_lower_bound_incl: int | None = 0
     base_addr_divisible_by: int = Field(ge=1)
     alias_groups: list[str] = Field(default_factory=list)
@@ -86,6 +91,12 @@ class ExportRequest(_Strict):
     """What the sandboxed export process is asked to do."""
 
     source: str = Field(description="Absolute path of the kernel source file.")
+    source_root: str | None = Field(
+        None, description="Absolute path of the source root; default: the file's folder."
+    )
+    module: str | None = Field(
+        None, description="The module's dotted name under the root; default: the file's stem."
+    )
     kernel: str
     specialisations: list[Specialisation] = Field(min_length=1)
     target: str = Field("sm_90", description="The GPU the bytecode is generated for.")

@@ -11,7 +11,6 @@ prints a traceback.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import linecache
 import resource
@@ -21,7 +20,6 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from schemas.port_spec import EntrySymbol
@@ -40,9 +38,10 @@ from schemas.reference_export import (
     VariantExport,
     VariantTimings,
 )
+from toolchain.kernel_slice import SliceError, load_kernel
+from toolchain.source_tree import SourceTreeError
 
 RESPONSE_FILE = "response.json"
-USER_MODULE = "tileport_user_kernel"
 
 
 class ChildFailure(Exception):
@@ -99,37 +98,35 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def import_kernel_module(source: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(USER_MODULE, source)
-    if spec is None or spec.loader is None:
-        raise ChildFailure(_error("import_error", "cannot load the file as a module", source))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[USER_MODULE] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise ChildFailure(
-            _error("syntax_error", exc.msg, exc.filename or source, exc.lineno, exc.offset)
-        ) from None
-    except MemoryError as exc:
-        file, line = _user_frame(exc, source)
-        message = "out of memory while importing the module (address-space limit)"
-        raise ChildFailure(_error("memory_limit", message, file, line)) from None
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt from user code too
-        file, line = _user_frame(exc, source)
-        raise ChildFailure(_error("import_error", _describe(exc), file, line)) from None
-    return module
+def _source_error(exc: SourceTreeError | SliceError, kind: ErrorKind) -> ChildFailure:
+    file = str(exc.file) if exc.file is not None else None
+    return ChildFailure(_error(kind, exc.message, file, exc.line))
 
 
-def find_kernel(module: ModuleType, name: str, source: str) -> Any:
+def load_user_kernel(request: ExportRequest) -> Any:
+    """The kernel object, sliced out of its unmodified module (`toolchain.kernel_slice`)."""
     import cuda.tile as ct
 
-    kernel = getattr(module, name, None)
-    if kernel is None:
-        raise ChildFailure(_error("kernel_not_found", f"no name {name!r} in the module", source))
+    source = Path(request.source)
+    root = Path(request.source_root) if request.source_root else source.parent
+    module = request.module or source.stem
+    try:
+        _, kernel = load_kernel(root, module, request.kernel)
+    except SourceTreeError as exc:
+        syntax = exc.message.startswith("syntax error")
+        kind: ErrorKind = "syntax_error" if syntax else "kernel_not_found"
+        if exc.file is None and not syntax:
+            kind = "import_error"
+        raise _source_error(exc, kind) from None
+    except SliceError as exc:
+        raise _source_error(exc, "import_error") from None
+    except MemoryError as exc:
+        file, line = _user_frame(exc, request.source)
+        message = "out of memory while importing the module (address-space limit)"
+        raise ChildFailure(_error("memory_limit", message, file, line)) from None
     if not isinstance(kernel, ct.kernel):
-        message = f"{name!r} is a {type(kernel).__name__}, not a @ct.kernel function"
-        raise ChildFailure(_error("kernel_not_found", message, source))
+        message = f"{request.kernel!r} is a {type(kernel).__name__}, not a @ct.kernel function"
+        raise ChildFailure(_error("kernel_not_found", message, request.source))
     return kernel
 
 
@@ -176,6 +173,7 @@ def _array_constraint(facts: ArrayFacts) -> Any:
         may_alias_internally=facts.may_alias_internally,
         stride_constant=facts.stride_constant,
         stride_divisible_by=facts.stride_divisible_by,
+        shape_constant=facts.shape_constant,
         shape_divisible_by=facts.shape_divisible_by,
         base_addr_divisible_by=facts.base_addr_divisible_by,
     )
@@ -198,14 +196,29 @@ def _constraint(arg: ArrayArg | ArrayListArg | ScalarArg | ConstantArg) -> Any:
     raise AssertionError(f"unhandled parameter kind {arg!r}")
 
 
+def _calling_convention(spec: Specialisation) -> Any:
+    """v2 where some extent is a compile-time constant (v1 cannot state one), else v1."""
+    from cuda.tile.compilation import CallingConvention
+
+    def has_shape_constant(arg: object) -> bool:
+        facts = arg.facts if isinstance(arg, ArrayArg) else getattr(arg, "element", None)
+        return isinstance(facts, ArrayFacts) and any(
+            c is not None for c in facts.shape_constant or []
+        )
+
+    if any(has_shape_constant(arg) for arg in spec.params.values()):
+        return CallingConvention.cutile_python_v2()
+    return CallingConvention.cutile_python_v1()
+
+
 def kernel_signature(kernel: Any, spec: Specialisation, entry_symbol: EntrySymbol) -> Any:
     """The `KernelSignature` (symbol included) that compiles `kernel` for `spec`."""
-    from cuda.tile.compilation import CallingConvention, KernelSignature
+    from cuda.tile.compilation import KernelSignature
 
     names = _check_parameters(kernel, spec)
     try:
         params = [_constraint(spec.params[n]) for n in names]
-        signature = KernelSignature(params, calling_convention=CallingConvention.cutile_python_v1())
+        signature = KernelSignature(params, calling_convention=_calling_convention(spec))
     except (TypeError, ValueError) as exc:
         file, line = _kernel_location(kernel)
         message = f"the specialisation does not fit the kernel: {_describe(exc)}"
@@ -312,9 +325,8 @@ def run(request: ExportRequest, work: Path) -> ExportRecord:
     start = time.perf_counter()
     import cuda.tile as ct  # timed with the kernel module: both are paid per export
 
-    module = import_kernel_module(request.source)
+    kernel = load_user_kernel(request)
     import_s = time.perf_counter() - start
-    kernel = find_kernel(module, request.kernel, request.source)
     variants = [export_variant(kernel, request, s, work) for s in request.specialisations]
     return ExportRecord(
         kernel=request.kernel,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from schemas.port_spec import (
     ITEMSIZE,
@@ -64,7 +65,10 @@ RECORD_FILE = "export.json"
 # and each non-unit stride is either known divisible by 16 (elements for
 # extents, bytes for strides) or nothing is known; the base address likewise
 # by 16 bytes. A unit stride becomes a constant; a zero stride on a dimension
-# longer than one means the array may alias itself.
+# longer than one means the array may alias itself. An extent of 1 becomes a
+# shape constant, which a launch compiles under calling convention v2 (the
+# other launches under v1): 480 of TileGym's 481 recorded launches reproduce
+# their entry symbols so, the other did not compile.
 ALIGNMENT = 16
 
 
@@ -104,6 +108,7 @@ def launch_facts(array: ResolvedArray) -> ArrayFacts:
         shape_divisible_by=[ALIGNMENT if d % ALIGNMENT == 0 else 1 for d in array.shape],
         stride_divisible_by=[_stride_divisor(s, itemsize) for s in array.strides],
         stride_constant=[1 if s == 1 else None for s in array.strides],
+        shape_constant=[1 if d == 1 else None for d in array.shape] if 1 in array.shape else None,
         stride_lower_bound_incl=0,
         base_addr_divisible_by=ALIGNMENT if base_aligned else 1,
         may_alias_internally=any(
@@ -258,10 +263,14 @@ def export_reference(
     entry_symbol: EntrySymbol | None = None,
     bytecode_version: str = BYTECODE_VERSION,
     limits: SandboxLimits | None = None,
+    source_root: Path | None = None,
+    module: str | None = None,
 ) -> ExportRecord:
     """Export each specialisation of `kernel` in `source` into `out_dir`.
 
-    Writes `<variant>.bytecode`, `<variant>.mlir`, `<variant>.loc.mlir`,
+    With `source_root` and `module` the kernel is sliced out of that module of an
+    unmodified library (`toolchain.kernel_slice`); else `source` is a module of its
+    own folder. Writes `<variant>.bytecode`, `<variant>.mlir`, `<variant>.loc.mlir`,
     `<variant>.<target>.cubin` per cubin target, and `export.json`. Raises
     ReferenceExportError with a structured error on any failure."""
     resolved_source = source.resolve()
@@ -271,6 +280,8 @@ def export_reference(
         )
     request = ExportRequest(
         source=str(resolved_source),
+        source_root=str(source_root.resolve()) if source_root is not None else None,
+        module=module,
         kernel=kernel,
         specialisations=list(specs),
         target=target,
@@ -344,7 +355,16 @@ def export_from_spec(
         cubin_targets=cubin_targets,
         entry_symbol=spec.entry_symbol,
         limits=limits,
+        **library_module(spec_path, spec, source),
     )
+
+
+def library_module(spec_path: Path, spec: PortSpec, source: Path | None = None) -> dict[str, Any]:
+    """`source_root` and `module` arguments of `export_reference` for a spec's kernel:
+    none when the spec names a plain file, or when another file is exported under it."""
+    if source is not None or spec.module is None or spec.source_root is None:
+        return {}
+    return {"source_root": spec_relative(spec_path, spec.source_root), "module": spec.module}
 
 
 # -- command line ------------------------------------------------------------------

@@ -51,7 +51,12 @@ from schemas.state import PipelineState, StageResult
 from schemas.verdicts import AnalyzerVerdict
 from tileir.mlir import iter_ops, parse_module
 from toolchain.doctor import check_triton_tileir
-from toolchain.reference_export import ReferenceExportError, export_reference, specialisations
+from toolchain.reference_export import (
+    ReferenceExportError,
+    export_reference,
+    library_module,
+    specialisations,
+)
 
 Timer = Callable[[Path, KernelAnalysis, Path, bool], BaselineOutcome]
 
@@ -175,7 +180,7 @@ def _analyse(
     _require_structural_variants(spec, source, resolved, findings)
     _note_generic_constants(spec, resolved, findings)
     specs = specialisations(spec)
-    record = _export_reference(source_path, spec, specs, layout)
+    record = _export_reference(spec_path, spec, specs, layout)
     ir_texts = {
         variant.name: layout.reference_ir(variant.name).read_text() for variant in spec.variants
     }
@@ -327,14 +332,19 @@ def _note_generic_constants(
 
 
 def _export_reference(
-    source_path: Path,
+    spec_path: Path,
     spec: PortSpec,
     specs: list[Specialisation],
     layout: RunLayout,
 ) -> ExportRecord:
     try:
         return export_reference(
-            source_path, spec.kernel, specs, layout.reference_dir, entry_symbol=spec.entry_symbol
+            spec_relative(spec_path, spec.source),
+            spec.kernel,
+            specs,
+            layout.reference_dir,
+            entry_symbol=spec.entry_symbol,
+            **library_module(spec_path, spec),
         )
     except ReferenceExportError as exc:
         raise _export_stop(exc.error, spec) from None

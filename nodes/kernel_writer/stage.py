@@ -56,6 +56,7 @@ from toolchain.reference_export import (
     CUBIN_TARGETS,
     ReferenceExportError,
     export_reference,
+    library_module,
     specialise,
 )
 from toolchain.rust_export import RustExporter
@@ -235,14 +236,17 @@ def _base_preference(check: _Check, generic_arrays: set[str]) -> int:
 # -- lifting -------------------------------------------------------------------------
 
 
-def _export(source: Path, spec: PortSpec, specs: list[Specialisation], out: Path) -> ExportRecord:
+def _export(
+    spec_path: Path, spec: PortSpec, specs: list[Specialisation], out: Path
+) -> ExportRecord:
     return export_reference(
-        source,
+        spec_relative(spec_path, spec.source),
         spec.kernel,
         specs,
         out,
         cubin_targets=(),  # verification assembles both sides itself, alike
         entry_symbol=spec.entry_symbol,
+        **library_module(spec_path, spec),
     )
 
 
@@ -325,7 +329,7 @@ class _Porter:
     def timed_export(self, specs: list[Specialisation], out: Path) -> ExportRecord:
         started = time.perf_counter()
         try:
-            return _export(self.source, self.spec, specs, out)
+            return _export(self.spec_path, self.spec, specs, out)
         finally:
             self.timings["reference_export_s"] += time.perf_counter() - started
 

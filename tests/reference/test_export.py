@@ -55,6 +55,16 @@ SPEC = {
 }
 
 
+def needing(module_code: str) -> str:
+    """A kernel that reads `SCALE`, after module code that binds it: only what a kernel
+    needs runs at export (toolchain.kernel_slice), so hostile code must be needed."""
+    head = textwrap.dedent(module_code).strip()
+    body = GOOD_KERNEL.replace("tile * 2.0", "tile * SCALE").replace(
+        "import cuda.tile as ct\n", ""
+    )
+    return f"import cuda.tile as ct\n{head}\n{body}"
+
+
 def write_case(directory: Path, kernel_source: str) -> Path:
     (directory / "kernel.py").write_text(textwrap.dedent(kernel_source))
     spec = directory / "scale.port.yaml"
@@ -147,17 +157,33 @@ def test_syntax_error(tmp_path: Path) -> None:
     assert error.file == str(tmp_path / "kernel.py")
 
 
-def test_exception_at_import(tmp_path: Path) -> None:
-    error = export_error(tmp_path, "import cuda.tile as ct\nx = 1\nraise RuntimeError('boom')\n")
+def test_exception_in_needed_module_code(tmp_path: Path) -> None:
+    source = needing("def _scale():\n    raise RuntimeError('boom')\nSCALE = _scale()")
+    error = export_error(tmp_path, source)
     assert error.kind == "import_error"
     assert error.message == "RuntimeError: boom"
     assert (error.line, error.source_line) == (3, "raise RuntimeError('boom')")
 
 
-def test_missing_module_at_import(tmp_path: Path) -> None:
-    error = export_error(tmp_path, "import cuda.tile as ct\nimport torch_not_installed\n")
+def test_module_code_the_kernel_does_not_need_never_runs(tmp_path: Path) -> None:
+    source = GOOD_KERNEL + "\nraise RuntimeError('host code')\n"
+    spec = write_case(tmp_path, source)
+    record = export_from_spec(spec, tmp_path / "out", limits=QUICK)
+    assert record.variants[0].symbol.startswith("scale_kernel_")
+
+
+def test_a_module_that_is_not_installed_gets_a_stand_in(tmp_path: Path) -> None:
+    source = needing("import torch_not_installed\nimport torch\nSCALE = 2.0")
+    source = source.replace("tile * SCALE", "ct.astype(tile * SCALE, torch.float32)")
+    spec = write_case(tmp_path, source)
+    record = export_from_spec(spec, tmp_path / "out", limits=QUICK)
+    assert record.variants[0].symbol.startswith("scale_kernel_")
+
+
+def test_missing_relative_import(tmp_path: Path) -> None:
+    error = export_error(tmp_path, needing("from .helpers import SCALE"))
     assert error.kind == "import_error" and error.line == 2
-    assert "No module named 'torch_not_installed'" in error.message
+    assert "relative import" in error.message or "No module named" in error.message
 
 
 def test_type_mismatch_in_kernel(tmp_path: Path) -> None:
@@ -204,13 +230,13 @@ def test_constant_given_for_an_array_parameter(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_the_export(tmp_path: Path) -> None:
-    source = "import time\nimport cuda.tile as ct\ntime.sleep(60)\n"
+    source = needing("import time\nSCALE = time.sleep(60) or 2.0")
     error = export_error(tmp_path, source, SandboxLimits(timeout_s=3))
     assert error.kind == "timeout" and "3 s" in error.message
 
 
 def test_memory_limit(tmp_path: Path) -> None:
-    source = "import cuda.tile as ct\nhoard = bytearray(8 * 1024**3)\n"
+    source = needing("SCALE = len(bytearray(8 * 1024**3))")
     error = export_error(tmp_path, source, SandboxLimits(address_space_bytes=2 << 30))
     assert error.kind == "memory_limit" and error.line == 2
 
@@ -218,10 +244,11 @@ def test_memory_limit(tmp_path: Path) -> None:
 def test_sandbox_environment_and_directory(tmp_path: Path) -> None:
     probe = """\
     import json, os
-    import cuda.tile as ct
-    raise RuntimeError(json.dumps({"cwd": os.getcwd(), "env": sorted(os.environ)}))
+    def _probe():
+        raise RuntimeError(json.dumps({"cwd": os.getcwd(), "env": sorted(os.environ)}))
+    SCALE = _probe()
     """
-    error = export_error(tmp_path, probe)
+    error = export_error(tmp_path, needing(probe))
     seen = json.loads(error.message.removeprefix("RuntimeError: "))
     assert Path(seen["cwd"]).name.startswith("tileport-export-")
     assert Path(seen["cwd"]) != Path.cwd()
@@ -251,14 +278,15 @@ def test_sandbox_environment_and_directory(tmp_path: Path) -> None:
 def test_no_network_in_the_sandbox(tmp_path: Path) -> None:
     probe = """\
     import socket
-    import cuda.tile as ct
-    try:
-        socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
-        raise RuntimeError("connected")
-    except OSError as exc:
-        raise RuntimeError(f"refused: {exc}") from None
+    def _probe():
+        try:
+            socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
+            raise RuntimeError("connected")
+        except OSError as exc:
+            raise RuntimeError(f"refused: {exc}") from None
+    SCALE = _probe()
     """
-    error = export_error(tmp_path, probe)
+    error = export_error(tmp_path, needing(probe))
     assert error.message.startswith("RuntimeError: refused")
 
 
@@ -285,7 +313,8 @@ def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     spec = write_case(tmp_path, GOOD_KERNEL)
     assert main([str(spec), "--out", str(tmp_path / "out")]) == 0
     assert "tile256: scale_kernel_Kt1_" in capsys.readouterr().out
-    (tmp_path / "kernel.py").write_text("import cuda.tile as ct\nraise ValueError('no')\n")
+    (tmp_path / "kernel.py").write_text(needing("SCALE = int('no')"))
     assert main([str(spec), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "kernel.py:2: import_error: ValueError: no" in err and "Traceback" not in err
+    assert "kernel.py:2: import_error: ValueError: invalid literal" in err
+    assert "Traceback" not in err

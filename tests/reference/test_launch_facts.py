@@ -3,7 +3,10 @@
 data/launch_facts.json was recorded on an H200 by launch_facts_probe.py: for
 each argument, the constraint `KernelSignature.from_kernel_args` produced.
 `launch_facts` must predict every array case exactly (compared as cuTile's own
-`ArrayConstraint`, which normalises redundant facts the same way for both)."""
+`ArrayConstraint`, which normalises redundant facts the same way for both).
+The probe asked under calling convention v1, which has no shape constants; a
+launch makes every extent of 1 a shape constant under v2, which TileGym's
+recorded entry symbols show (tests/reference/test_tilegym_signatures.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def _predicted(case: dict[str, Any]) -> dict[str, Any]:
         storage_offset=case["storage_offset"],
         role="in",
     )
-    built = _array_constraint(launch_facts(array))
+    built = _array_constraint(launch_facts(array).model_copy(update={"shape_constant": None}))
     fields = {
         name: getattr(built, name)
         for name in (
