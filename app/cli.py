@@ -8,9 +8,27 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 
-from app import cli_convert, cli_doctor, cli_gpu, cli_ir, cli_port, cli_serve
+from app import (
+    cli_capture,
+    cli_convert,
+    cli_doctor,
+    cli_gpu,
+    cli_ir,
+    cli_port,
+    cli_serve,
+    cli_specs,
+)
 
-COMMAND_MODULES: list[ModuleType] = [cli_convert, cli_port, cli_doctor, cli_ir, cli_gpu, cli_serve]
+COMMAND_MODULES: list[ModuleType] = [
+    cli_convert,
+    cli_port,
+    cli_doctor,
+    cli_ir,
+    cli_gpu,
+    cli_capture,
+    cli_specs,
+    cli_serve,
+]
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -114,8 +114,10 @@ def input_path(relative: str, what: str) -> str:
     return PurePosixPath(relative).as_posix()
 
 
-def reference_module_path(spec: PortSpec) -> str:
-    module = spec.reference.function.split(":", 1)[0]
+def reference_module_path(spec: PortSpec) -> str | None:
+    module = spec.reference.function_module
+    if module is None:
+        return None
     return input_path(module.replace(".", "/") + ".py", "reference.function")
 
 
@@ -170,7 +172,7 @@ def build_submission(
     source_path = input_path(spec.source, "source")
     files = {spec_name: raw.spec, source_path: raw.source}
     reference = reference_module_path(spec)
-    if reference not in files:
+    if reference is not None and reference not in files:
         extra = raw.extra_files.get(PurePosixPath(reference).name)
         if extra is None:
             raise invalid_spec(
@@ -259,8 +261,8 @@ def from_source_root(
     source = read_limited(resolve_under(root, source_relative, "source"), "source", limit)
     reference = reference_module_path(parsed)
     extra: dict[str, bytes] = {}
-    reference_relative = str(folder / reference)
-    if reference_relative != source_relative:
+    reference_relative = str(folder / reference) if reference is not None else source_relative
+    if reference is not None and reference_relative != source_relative:
         reference_file = resolve_under(root, reference_relative, "reference module")
         extra[PurePosixPath(reference).name] = read_limited(reference_file, "reference", limit)
     return RawSubmission(spec=spec, source=source, extra_files=extra)

@@ -8,7 +8,7 @@ model refuses a COMPILED report that says otherwise.
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -54,6 +54,11 @@ class TargetCheck(_Strict):
     first_differences: list[str] = Field(default_factory=list)
 
 
+SamenessLevel = Literal["exact", "sass-identical", "equivalent", "different"]
+REQUIRED_TARGETS: Final = ("sm_90", "sm_100")
+COMPILED_LEVELS: Final = ("exact", "sass-identical")
+
+
 class ConfigCheck(_Strict):
     """One configuration compiled from kernel.rs and compared with its reference."""
 
@@ -71,6 +76,25 @@ class ConfigCheck(_Strict):
     @property
     def sass_identical(self) -> bool:
         return bool(self.targets) and all(t.sass_identical for t in self.targets)
+
+    level: SamenessLevel = Field(
+        "different",
+        description="The level of sameness (PIPELINE.md): `exact` IR with identical SASS; "
+        "`sass-identical`: cubins identical on sm_90 and sm_100 whatever the IR text; "
+        "else the IR's level. Derived from the other fields.",
+    )
+
+    @model_validator(mode="after")
+    def _derive_level(self) -> Self:
+        object.__setattr__(self, "level", self._level())  # frozen: set once, here
+        return self
+
+    def _level(self) -> SamenessLevel:
+        if self.error is not None:
+            return "different"
+        if self.sass_identical and set(REQUIRED_TARGETS) <= {t.target for t in self.targets}:
+            return "exact" if self.exact else "sass-identical"
+        return "equivalent" if self.ir_level == "equivalent" else "different"
 
 
 class BlockedConstruct(_Strict):

@@ -302,14 +302,23 @@ class Config(_Strict):
 
 
 class Reference(_Strict):
-    """The function that defines correct output, and where it came from."""
+    """What defines correct output, and where it came from."""
 
-    function: str = Field(
-        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$",
-        description="`module:function`, the module resolved beside the spec file. It is "
-        "called with the input arrays (torch tensors) and scalars as keyword arguments, "
-        "plus the constants listed in pass_constants, and returns the output array or a "
-        "dict of output arrays by parameter name.",
+    oracle: Literal["function", "reference_kernel"] = Field(
+        "function",
+        description="function: a function (`function`) computes the expected outputs; "
+        "reference_kernel: the reference kernel itself, launched on the same inputs, is the "
+        "oracle (outputs bitwise equal where the port is SASS-identical, else within the "
+        "tolerances).",
+    )
+    function: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")] | (
+        None
+    ) = Field(
+        None,
+        description="`module:function`, the module resolved beside the spec file; required "
+        "with oracle 'function'. It is called with the input arrays (torch tensors) and "
+        "scalars as keyword arguments, plus the constants listed in pass_constants, and "
+        "returns the output array or a dict of output arrays by parameter name.",
     )
     origin: str = Field(min_length=1, description="Where the definition came from.")
     pass_constants: list[str] = Field(
@@ -323,6 +332,17 @@ class Tolerance(_Strict):
     atol: float = Field(ge=0, description="Absolute tolerance.")
     rtol: float = Field(ge=0, description="Relative tolerance (times |reference|).")
     source: str = Field(min_length=1, description="Where the tolerance was taken from.")
+
+    @model_validator(mode="after")
+    def _function_when_needed(self) -> Self:
+        if (self.oracle == "function") != (self.function is not None):
+            raise ValueError("a function is given exactly when the oracle is 'function'")
+        return self
+
+    @property
+    def function_module(self) -> str | None:
+        """The module part of `function` (None for the reference-kernel oracle)."""
+        return None if self.function is None else self.function.split(":", 1)[0]
 
 
 class AutotuneConfig(_Strict):

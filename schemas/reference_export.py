@@ -82,6 +82,11 @@ class Specialisation(_Strict):
 
     variant: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     params: dict[str, ParamArg]
+    demangle: str | None = Field(
+        None,
+        description="A recorded entry symbol: the signature is rebuilt from it "
+        "(`cuda.tile.compilation.demangle_kernel_name`) instead of from `params`.",
+    )
     hints: Hints | None = None
     config: str | None = Field(None, description="The configuration the facts came from.")
     grid: tuple[int, int, int] | None = None

@@ -189,7 +189,7 @@ class Variant(_Strict):
 
 
 class CorrectnessReference(_Strict):
-    function: str = Field(min_length=1)
+    function: str | None = Field(None, description="None: the reference kernel is the oracle.")
     origin: str = Field(min_length=1, description="Where the reference function came from.")
 
 

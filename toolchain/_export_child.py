@@ -196,7 +196,7 @@ def _constraint(arg: ArrayArg | ArrayListArg | ScalarArg | ConstantArg) -> Any:
     raise AssertionError(f"unhandled parameter kind {arg!r}")
 
 
-def _calling_convention(spec: Specialisation) -> Any:
+def calling_convention(spec: Specialisation) -> Any:
     """v2 where some extent is a compile-time constant (v1 cannot state one), else v1."""
     from cuda.tile.compilation import CallingConvention
 
@@ -211,14 +211,28 @@ def _calling_convention(spec: Specialisation) -> Any:
     return CallingConvention.cutile_python_v1()
 
 
+def _demangled(kernel: Any, spec: Specialisation) -> Any:
+    from cuda.tile.compilation import demangle_kernel_name
+
+    assert spec.demangle is not None
+    try:
+        _, signature = demangle_kernel_name(spec.demangle)
+    except (TypeError, ValueError) as exc:
+        message = f"cannot demangle {spec.demangle!r}: {_describe(exc)}"
+        raise ChildFailure(_error("spec_error", message, variant=spec.variant)) from None
+    return signature.with_symbol(spec.demangle)
+
+
 def kernel_signature(kernel: Any, spec: Specialisation, entry_symbol: EntrySymbol) -> Any:
     """The `KernelSignature` (symbol included) that compiles `kernel` for `spec`."""
     from cuda.tile.compilation import KernelSignature
 
+    if spec.demangle is not None:
+        return _demangled(kernel, spec)
     names = _check_parameters(kernel, spec)
     try:
         params = [_constraint(spec.params[n]) for n in names]
-        signature = KernelSignature(params, calling_convention=_calling_convention(spec))
+        signature = KernelSignature(params, calling_convention=calling_convention(spec))
     except (TypeError, ValueError) as exc:
         file, line = _kernel_location(kernel)
         message = f"the specialisation does not fit the kernel: {_describe(exc)}"

@@ -112,8 +112,10 @@ def _strip(library: Path, destination: Path) -> None:
         raise BundleBuildError(f"strip failed: {done.stderr.strip()}")
 
 
-def _reference_module(spec: PortSpec, spec_path: Path) -> Path:
-    module = spec.reference.function.split(":")[0]
+def _reference_module(spec: PortSpec, spec_path: Path) -> Path | None:
+    module = spec.reference.function_module
+    if module is None:
+        return None
     path = spec_relative(spec_path, f"{module.replace('.', '/')}.py")
     if not path.is_file():
         raise BundleBuildError(f"the correctness reference module {path.name} is missing")
@@ -124,6 +126,8 @@ def _torch_equivalent(spec: PortSpec, spec_path: Path, choice: str | None) -> st
     if choice is None:
         return None
     function = spec.reference.function if choice == "reference" else choice
+    if function is None:
+        raise BundleBuildError("the spec's oracle is the reference kernel: no torch function")
     module = function.split(":")[0]
     if not spec_relative(spec_path, f"{module.replace('.', '/')}.py").is_file():
         raise BundleBuildError(f"the torch equivalent's module {module} is not beside the spec")
@@ -194,7 +198,7 @@ def build_bundle(
         if torch_equivalent in (None, "reference")
         else [spec_relative(spec_path, f"{torch_equivalent.split(':')[0].replace('.', '/')}.py")]
     )
-    for file in (spec_path, source, reference, *extra):
+    for file in (spec_path, source, *([reference] if reference else []), *extra):
         _copy(file, out / "spec" / file.name)
     (out / "run.py").write_text(RUN_PY, encoding="utf-8")
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -206,7 +210,7 @@ def build_bundle(
         spec=f"spec/{spec_path.name}",
         reference_source=f"spec/{source.name}",
         kernel_parameters=kernel_parameter_order(spec, spec_path),
-        reference_module=f"spec/{reference.name}",
+        reference_module=f"spec/{reference.name}" if reference else None,
         torch_equivalent=_torch_equivalent(spec, spec_path, torch_equivalent),
         library=f"lib/{LIBRARY_FILE}",
         wrapper=f"py/{WRAPPER_MODULE}.py",

@@ -13,9 +13,9 @@ and hence its Tile IR, are those of a real import.
 
 An import of a module that is neither under the source root nor installed
 (torch on the build machine) gets a stand-in whose attributes are stand-ins.
-cuTile accepts `torch.<dtype>` objects inside kernel bodies and recognises them
-by identity among `sys.modules["torch"]`'s attributes, so the torch stand-in
-carries one dtype object per cuTile dtype name.
+cuTile accepts `torch.<dtype>` and `numpy.<dtype>` objects inside kernel
+bodies and recognises them by identity among the library module's attributes,
+so those two stand-ins carry one dtype object per cuTile dtype name.
 
 Runs only inside the sandboxed export child (`toolchain._export_child`):
 whatever a needed statement does, it does there.
@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from toolchain.source_tree import ModuleSource, SourceTree, SourceTreeError, free_names
 
@@ -89,22 +89,30 @@ class StandInModule(ModuleType):
         return StandIn(f"{self.__name__}.{attr}")
 
 
-def _torch_stand_in() -> StandInModule:
+def _dtype_stand_in(library: str) -> StandInModule:
+    """torch or numpy as a stand-in whose dtype names cuTile maps to its own dtypes:
+    cuTile finds them by identity among the library module's attributes (torch's are
+    `torch.dtype` instances, numpy's scalar types are classes)."""
     import cuda.tile as ct
 
-    module = StandInModule("torch")
-    dtype = type("dtype", (), {"__module__": "torch"})
-    module.dtype = dtype  # type: ignore[attr-defined]
+    module = StandInModule(library)
+    base = type("dtype" if library == "torch" else "generic", (), {"__module__": library})
+    setattr(module, base.__name__, base)
     for name in dir(ct):
         if isinstance(getattr(ct, name), ct.DType):
-            setattr(module, name.rstrip("_"), dtype())
+            plain = name.rstrip("_")
+            made = base() if library == "torch" else type(plain, (base,), {"__module__": library})
+            setattr(module, plain, made)
     return module
+
+
+DTYPE_LIBRARIES: Final = frozenset({"torch", "numpy"})
 
 
 def _stand_in(name: str) -> ModuleType:
     top = name.partition(".")[0]
     if top not in sys.modules:
-        sys.modules[top] = _torch_stand_in() if top == "torch" else StandInModule(top)
+        sys.modules[top] = _dtype_stand_in(top) if top in DTYPE_LIBRARIES else StandInModule(top)
     parent = sys.modules[top]
     for depth in range(2, name.count(".") + 2):
         dotted = ".".join(name.split(".")[:depth])

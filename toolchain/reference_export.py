@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -140,6 +140,18 @@ def specialise(resolved: ResolvedConfig) -> Specialisation:
         config=resolved.name,
         grid=resolved.grid,
     )
+
+
+def mangled_symbol(kernel: str, parameters: Sequence[str], specialisation: Specialisation) -> str:
+    """The entry symbol cuTile gives `kernel` compiled for `specialisation` (its
+    parameters in `parameters` order), computed here without the kernel's source."""
+    from cuda.tile.compilation import KernelSignature
+
+    from toolchain._export_child import _constraint, calling_convention
+
+    params = [_constraint(specialisation.params[name]) for name in parameters]
+    signature = KernelSignature(params, calling_convention=calling_convention(specialisation))
+    return str(signature.with_mangled_symbol(kernel).symbol)
 
 
 def specialisations(spec: PortSpec, variants: Sequence[str] | None = None) -> list[Specialisation]:

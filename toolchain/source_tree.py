@@ -250,7 +250,9 @@ class SourceTree:
             )
         if name in source.binders:
             return None
-        raise SourceTreeError(f"no kernel {name!r} in {module} (its kernels: {listed})", source.path)
+        raise SourceTreeError(
+            f"no kernel {name!r} in {module} (its kernels: {listed})", source.path
+        )
 
     def module_of(self, file: Path) -> str:
         """The dotted name of a file under the root."""

@@ -244,7 +244,7 @@ def fetch_submission(
     source = client.file_content(request.repo, str(folder / parsed.source), request.head_sha)
     extra: dict[str, bytes] = {}
     reference = reference_module_path(parsed)
-    if reference != parsed.source:
+    if reference is not None and reference != parsed.source:
         extra[PurePosixPath(reference).name] = client.file_content(
             request.repo, str(folder / reference), request.head_sha
         )

@@ -1,0 +1,1 @@
+"""Port specs written from recorded launches of a kernel library (`tileport specs`)."""

@@ -1,0 +1,624 @@
+"""Port specs from recorded launches of an unmodified kernel library.
+
+For each `@ct.kernel` the launch file names, one spec (`docs/PORT_SPEC.md`) is
+written beside the others in the output folder:
+
+- the kernel by module under the source root (nothing copied);
+- parameters from the records and the source: arrays (rank, dtypes, roles from
+  the stores in the body), `ct.Constant` parameters as constants, other
+  numbers as runtime scalars;
+- dimension symbols: one per array extent, shared where extents agree in every
+  record, a literal where an extent never changes;
+- the grid as an expression that reproduces every record (`grid.py`);
+- a variant per side of each constant branch (and per set of host hints);
+- test configurations, two to six, one per variant, dtype and launch-fact
+  pattern as far as they go, ragged shapes first, with the recorded strides
+  and misalignment; perf configurations from the largest records;
+- the reference kernel itself as the correctness oracle.
+
+Every spec is validated by loading it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from nodes.analyzer.branches import Scope, branch_outcome
+from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
+from nodes.spec_writer.grid import grid_expression
+from nodes.spec_writer.roles import Role, array_roles
+from schemas.launch_capture import (
+    BoolArg,
+    FloatArg,
+    IntArg,
+    LaunchArg,
+    LaunchRecord,
+    SequenceArg,
+    TensorArg,
+)
+from schemas.port_spec import ITEMSIZE, PortSpecError, ResolvedArray, parse_port_spec
+from schemas.reference_export import (
+    ArrayArg,
+    ArrayListArg,
+    ConstantArg,
+    ParamArg,
+    ScalarArg,
+    Specialisation,
+)
+from toolchain.reference_export import launch_facts, mangled_symbol
+from toolchain.source_tree import SourceTree, SourceTreeError, constant_parameters
+
+MAX_TEST_CONFIGS: Final = 6
+MAX_PERF_CONFIGS: Final = 3
+NUM_SMS: Final = 132
+# torch.testing.assert_close's defaults; integers and bools compare exactly.
+DEFAULT_TOLERANCES: Final = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-5, 1.3e-6),
+    "float16": (1e-5, 1e-3),
+    "bfloat16": (1e-5, 1.6e-2),
+    "float8_e4m3fn": (0.125, 0.125),
+    "float8_e5m2": (0.25, 0.25),
+}
+HINT_NAMES: Final = {"occupancy": "occupancy", "num_ctas": "num_ctas", "num_cta_in_cga": "num_ctas"}
+
+
+class SpecWriteError(ValueError):
+    """A kernel's records cannot become a spec; says which kernel and why."""
+
+
+@dataclass
+class KernelLaunches:
+    """Every record of one kernel."""
+
+    file: str
+    kernel: str
+    records: list[LaunchRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WrittenSpec:
+    kernel: str
+    module: str
+    path: Path
+    records: int
+    test_configs: int
+    variants: int
+    grid_literal: bool
+
+
+def group_by_kernel(records: Iterable[LaunchRecord]) -> list[KernelLaunches]:
+    groups: dict[tuple[str, str], KernelLaunches] = {}
+    for record in records:
+        key = (record.file, record.kernel)
+        groups.setdefault(key, KernelLaunches(record.file, record.kernel)).records.append(record)
+    return list(groups.values())
+
+
+def parse_hints(text: str | None) -> dict[str, dict[str, int]]:
+    """`<default = {occupancy = 2}, sm_80 = {...}>` -> {"default": {"occupancy": 2}, ...}."""
+    if not text:
+        return {}
+    parsed: dict[str, dict[str, int]] = {}
+    for target, body in re.findall(r"(\w+)\s*=\s*\{([^}]*)\}", text):
+        parsed[target] = {k: int(v) for k, v in re.findall(r"(\w+)\s*=\s*(-?\d+)", body)}
+    return parsed
+
+
+# -- one argument ------------------------------------------------------------------
+
+
+def _tensor(arg: LaunchArg) -> TensorArg | None:
+    if isinstance(arg, TensorArg):
+        return arg
+    if isinstance(arg, SequenceArg) and arg.items and isinstance(arg.items[0], TensorArg):
+        return arg.items[0]
+    return None
+
+
+def _number(arg: LaunchArg) -> bool | int | float:
+    if isinstance(arg, IntArg | FloatArg | BoolArg):
+        return arg.value
+    raise SpecWriteError(f"a {arg.kind} argument where a number was recorded before")
+
+
+def _row_major(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return strides[::-1]
+
+
+def _fact_pattern(tensor: TensorArg) -> tuple[object, ...]:
+    """What a launch specialises an array on (toolchain.reference_export.launch_facts)."""
+    size = ITEMSIZE.get(tensor.dtype, 1)
+    return (
+        tensor.dtype,
+        tuple(d % 16 == 0 for d in tensor.shape),
+        tuple(d == 1 for d in tensor.shape),
+        tuple(s == 1 or (s * size) % 16 == 0 for s in tensor.stride),
+        tuple(s == 1 for s in tensor.stride),
+        tensor.align16,
+    )
+
+
+# -- one kernel ----------------------------------------------------------------------
+
+
+class _KernelSpec:
+    """The spec of one kernel, assembled from its records."""
+
+    def __init__(self, tree: SourceTree, launches: KernelLaunches, hints: dict[str, str]) -> None:
+        self.tree = tree
+        self.launches = launches
+        self.records = launches.records
+        self.module = tree.module_of(tree.root / launches.file)
+        self.kernel = launches.kernel
+        kernel_def = tree.kernel(self.module, self.kernel)
+        self.params = self.records[0].params
+        if kernel_def is not None and list(kernel_def.params) != self.params:
+            raise SpecWriteError(
+                f"{launches.file}:{kernel_def.line}: the records name parameters {self.params}, "
+                f"the source {list(kernel_def.params)}"
+            )
+        self.constness = constant_parameters(tree, self.module, self.kernel)
+        self.signature_hints = hints
+        self.arrays = [
+            p for p, a in zip(self.params, self.records[0].args, strict=True) if _tensor(a)
+        ]
+        self.lists = {
+            p
+            for p, a in zip(self.params, self.records[0].args, strict=True)
+            if isinstance(a, SequenceArg)
+        }
+        self.constants = [
+            p for p in self.params if p not in self.arrays and self.constness.get(p, False)
+        ]
+        self.scalars = [p for p in self.params if p not in self.arrays and p not in self.constants]
+        self.dims, self.shapes = self._dimensions()
+        self.source = self._kernel_source()
+        self.dropped = 0
+
+    def keep_compiled(self, symbols: set[str]) -> None:
+        """Drop the records whose launch compiled no recorded entry (it failed)."""
+        compiled = [r for r in self.records if self.symbol_of(r) in symbols]
+        if not compiled:
+            raise SpecWriteError("none of its launches compiled a recorded entry symbol")
+        if len(compiled) < len(self.records):
+            self.dropped = len(self.records) - len(compiled)
+            self.records = compiled
+            self.dims, self.shapes = self._dimensions()
+
+    # -- parameters and dimensions
+
+    def arg(self, record: LaunchRecord, name: str) -> LaunchArg:
+        return record.args[self.params.index(name)]
+
+    def tensor(self, record: LaunchRecord, name: str) -> TensorArg:
+        tensor = _tensor(self.arg(record, name))
+        if tensor is None:
+            raise SpecWriteError(f"{self.kernel}: {name} is not an array in every record")
+        return tensor
+
+    def _dimensions(self) -> tuple[dict[tuple[str, int], str], dict[str, list[int | str]]]:
+        """A symbol per extent slot (shared by slots equal in every record) or a literal."""
+        slots: dict[tuple[str, int], tuple[int, ...]] = {}
+        for name in self.arrays:
+            ranks = {len(self.tensor(r, name).shape) for r in self.records}
+            if len(ranks) != 1:
+                raise SpecWriteError(f"{self.kernel}: {name} has ranks {sorted(ranks)}")
+            for axis in range(ranks.pop()):
+                slots[(name, axis)] = tuple(self.tensor(r, name).shape[axis] for r in self.records)
+        symbols: dict[tuple[str, int], str] = {}
+        by_values: dict[tuple[int, ...], str] = {}
+        taken = {p.upper() for p in self.params}
+        for (name, axis), values in slots.items():
+            if len(set(values)) == 1:
+                continue
+            if values not in by_values:
+                symbol = f"{name.upper()}_{axis}"
+                while symbol in taken:
+                    symbol += "_"
+                taken.add(symbol)
+                by_values[values] = symbol
+            symbols[(name, axis)] = by_values[values]
+        shapes: dict[str, list[int | str]] = {}
+        for (name, axis), values in slots.items():
+            shapes.setdefault(name, []).append(symbols.get((name, axis), values[0]))
+        return symbols, shapes
+
+    def _kernel_source(self) -> KernelSource | None:
+        try:
+            return read_kernel_source(self.tree.root / self.launches.file, self.kernel)
+        except SourceError:
+            return None
+
+    def dim_values(self, record: LaunchRecord) -> dict[str, int]:
+        return {
+            symbol: self.tensor(record, name).shape[axis]
+            for (name, axis), symbol in self.dims.items()
+        }
+
+    def scope(self, record: LaunchRecord) -> dict[str, int | float | bool]:
+        values: dict[str, int | float | bool] = {"num_sms": NUM_SMS}
+        values.update(self.dim_values(record))
+        for name in [*self.constants, *self.scalars]:
+            values[name] = _number(self.arg(record, name))
+        return values
+
+    def hints(self, record: LaunchRecord) -> dict[str, int]:
+        """The hints the host set with replace_hints: those of the compiled entry that the
+        kernel's decorator does not already give (per-target hints come from decorators)."""
+        text = record.hints or self.signature_hints.get(record.symbol or "", None)
+        if text is None:
+            text = self.signature_hints.get(self.symbol_of(record), None)
+        parsed = parse_hints(text)
+        if set(parsed) - {"default"}:
+            return {}
+        decorator = self._decorator_hints()
+        chosen = {}
+        for key, value in parsed.get("default", {}).items():
+            name = HINT_NAMES.get(key)
+            if name is not None and decorator.get(key) != value:
+                chosen[name] = value
+        return chosen
+
+    def _decorator_hints(self) -> dict[str, int]:
+        import ast
+
+        function = self.tree.module(self.module).function(self.kernel)
+        found: dict[str, int] = {}
+        for decorator in function.decorator_list if function else []:
+            if isinstance(decorator, ast.Call):
+                for keyword in decorator.keywords:
+                    if isinstance(keyword.value, ast.Constant) and isinstance(
+                        keyword.value.value, int
+                    ):
+                        found[str(keyword.arg)] = keyword.value.value
+        return found
+
+    def symbol_of(self, record: LaunchRecord) -> str:
+        """The entry symbol a launch of `record` compiles: recorded, or mangled from the
+        facts the launch derives."""
+        return record.symbol or mangled_symbol(self.kernel, self.params, self.specialise(record))
+
+    def specialise(self, record: LaunchRecord) -> Specialisation:
+        params: dict[str, ParamArg] = {}
+        for name in self.params:
+            arg = self.arg(record, name)
+            if name in self.arrays:
+                tensor = self.tensor(record, name)
+                facts = launch_facts(
+                    ResolvedArray(
+                        dtype=tensor.dtype,  # type: ignore[arg-type]
+                        shape=tensor.shape,
+                        strides=tensor.stride,
+                        storage_offset=0 if tensor.align16 else 1,
+                        role="in",
+                    )
+                )
+                params[name] = (
+                    ArrayListArg(element=facts)
+                    if isinstance(arg, SequenceArg)
+                    else ArrayArg(facts=facts)
+                )
+            elif name in self.constants:
+                params[name] = ConstantArg(value=_number(arg))
+            else:
+                kinds = {"int": "int32", "float": "float32", "bool": "bool"}
+                params[name] = ScalarArg(dtype=kinds[arg.kind])  # type: ignore[arg-type]
+        return Specialisation(variant="record", params=params)
+
+    # -- variants
+
+    def branch_key(self, record: LaunchRecord) -> tuple[object, ...]:
+        if self.source is None:
+            return ()
+        scope = Scope(
+            constants={n: _number(self.arg(record, n)) for n in self.constants},
+            array_dtypes={n: self.tensor(record, n).dtype for n in self.arrays},
+        )
+        return tuple(
+            branch_outcome(branch, scope, self.source.cutile_modules)
+            for branch in self.source.branches
+        )
+
+    def variant_key(self, record: LaunchRecord) -> tuple[object, ...]:
+        return (self.branch_key(record), tuple(sorted(self.hints(record).items())))
+
+    # -- configurations
+
+    def config_dtype(self, record: LaunchRecord) -> str:
+        dtypes = [self.tensor(record, n).dtype for n in self.arrays]
+        floats = [d for d in dtypes if d.startswith(("float", "bfloat"))]
+        return (floats or dtypes)[0]
+
+    def config(self, record: LaunchRecord, name: str) -> dict[str, Any]:
+        dtype = self.config_dtype(record)
+        config: dict[str, Any] = {"name": name, "dims": self.dim_values(record), "dtype": dtype}
+        array_dtypes = {
+            n: self.tensor(record, n).dtype
+            for n in self.arrays
+            if self.tensor(record, n).dtype != dtype
+        }
+        if array_dtypes:
+            config["array_dtypes"] = array_dtypes
+        if self.constants:
+            config["constants"] = {n: _number(self.arg(record, n)) for n in self.constants}
+        if self.scalars:
+            config["scalars"] = {n: _number(self.arg(record, n)) for n in self.scalars}
+        strides = {
+            n: list(self.tensor(record, n).stride)
+            for n in self.arrays
+            if n not in self.lists
+            and list(self.tensor(record, n).stride) != _row_major(self.tensor(record, n).shape)
+        }
+        if strides:
+            config["strides"] = strides
+        offsets = {n: 1 for n in self.arrays if not self.tensor(record, n).align16}
+        if offsets:
+            config["storage_offsets"] = offsets
+        return config
+
+    def ragged(self, record: LaunchRecord) -> bool:
+        return any(v % 16 for v in self.dim_values(record).values())
+
+    def size(self, record: LaunchRecord) -> int:
+        total = 0
+        for name in self.arrays:
+            count = 1
+            for extent in self.tensor(record, name).shape:
+                count *= extent
+            total += count
+        return total
+
+    def pattern(self, record: LaunchRecord) -> tuple[object, ...]:
+        return (
+            self.variant_key(record),
+            tuple(_fact_pattern(self.tensor(record, n)) for n in self.arrays),
+        )
+
+    def pick_tests(self, variants: dict[tuple[object, ...], str]) -> list[LaunchRecord]:
+        """Up to six records: every variant, every dtype, then fact patterns; ragged and
+        small first within each."""
+        order = sorted(self.records, key=lambda r: (not self.ragged(r), self.size(r)))
+        chosen: list[LaunchRecord] = []
+
+        def cover(key: Any) -> None:
+            seen = {key(r) for r in chosen}
+            for record in order:
+                if len(chosen) >= MAX_TEST_CONFIGS:
+                    return
+                if key(record) not in seen:
+                    chosen.append(record)
+                    seen.add(key(record))
+
+        cover(self.variant_key)
+        cover(self.config_dtype)
+        cover(self.pattern)
+        if len(chosen) < 2:
+            cover(lambda r: (self.ragged(r), self.size(r)))
+        return chosen
+
+    def pick_perf(self, tests: list[LaunchRecord]) -> list[LaunchRecord]:
+        largest = sorted(self.records, key=self.size, reverse=True)
+        chosen: list[LaunchRecord] = []
+        for record in largest:
+            if len(chosen) >= MAX_PERF_CONFIGS:
+                break
+            if record in tests or any(
+                self.config_dtype(c) == self.config_dtype(record) for c in chosen
+            ):
+                continue
+            chosen.append(record)
+        return chosen
+
+    # -- the whole spec
+
+    def arrays_section(self, roles: dict[str, Role]) -> dict[str, Any]:
+        section: dict[str, Any] = {}
+        for name in self.arrays:
+            tensors = [self.tensor(r, name) for r in self.records]
+            entry: dict[str, Any] = {
+                "rank": len(tensors[0].shape),
+                "shape": self.shapes.get(name, []),
+                "dtypes": sorted({t.dtype for t in tensors}),
+                "role": roles[name],
+            }
+            if name in self.lists:
+                lengths = {len(self.arg(r, name).items) for r in self.records}  # type: ignore[union-attr]
+                entry["list_length"] = max(lengths)
+            ranges = [(t.min, t.max) for t in tensors if t.min is not None and t.max is not None]
+            if ranges and roles[name] != "out":
+                low = min(lo for lo, _ in ranges if lo is not None)
+                high = max(hi for _, hi in ranges if hi is not None)
+                entry["init"] = {"kind": "randint", "low": low, "high": high + 1}
+            section[name] = entry
+        return section
+
+    def build(self, out: Path, name: str) -> dict[str, Any]:
+        roles = array_roles(self.tree, self.module, self.kernel, self.arrays)
+        keys: dict[tuple[object, ...], str] = {}
+        for record in self.records:
+            keys.setdefault(self.variant_key(record), f"v{len(keys)}")
+        tests = self.pick_tests(keys)
+        perf = self.pick_perf(tests)
+        configs = [self.config(r, f"t{i}_{self.config_dtype(r)}") for i, r in enumerate(tests)]
+        perf_configs = [
+            self.config(r, f"perf{i}_{self.config_dtype(r)}") for i, r in enumerate(perf)
+        ]
+        used = [*tests, *perf]
+        variants = self._variants(keys, used, [c["name"] for c in [*configs, *perf_configs]])
+        dtypes = sorted({c["dtype"] for c in [*configs, *perf_configs]})
+        return {
+            "spec_version": 1,
+            "name": name,
+            "description": f"{self.kernel} of {self.module}, from {len(self.records)} "
+            "recorded launch(es).",
+            "source_root": os.path.relpath(self.tree.root, out),
+            "module": self.module,
+            "kernel": self.kernel,
+            "reference_backend": "cutile_python",
+            "launch_path": "direct",
+            "arrays": self.arrays_section(roles),
+            **({"scalars": self._scalars()} if self.scalars else {}),
+            **({"constants": self._constants()} if self.constants else {}),
+            "grid": self._grid(used, [c["name"] for c in [*configs, *perf_configs]]),
+            "variants": variants,
+            "test_configs": configs,
+            **({"perf_configs": perf_configs} if perf_configs else {}),
+            "reference": {
+                "oracle": "reference_kernel",
+                "origin": f"the reference kernel {self.module}::{self.kernel} launched on the "
+                "same inputs",
+            },
+            "tolerances": {d: _tolerance(d) for d in dtypes},
+        }
+
+    def _scalars(self) -> dict[str, Any]:
+        kinds = {"int": "int32", "float": "float32", "bool": "bool"}
+        return {n: {"dtype": kinds[self.arg(self.records[0], n).kind]} for n in self.scalars}
+
+    def _constants(self) -> dict[str, Any]:
+        kinds = {"int": "int", "float": "float", "bool": "bool"}
+        return {n: {"type": kinds[self.arg(self.records[0], n).kind]} for n in self.constants}
+
+    def _grid(self, used: list[LaunchRecord], names: list[str]) -> list[int | str]:
+        scopes = [self.scope(r) for r in used]
+        shapes = sorted(set(self.dims.values()))
+        others = [*self.constants, *self.scalars]
+        divisors = [c for c in self.constants if self.arg(used[0], c).kind == "int"]
+        keys = [_config_condition(s, self.dims.values()) for s in scopes]
+        self.grid_literal = False
+        grid: list[int | str] = []
+        for axis in range(3):
+            expression = grid_expression(
+                [r.grid[axis] for r in used], scopes, shapes, others, divisors, keys
+            )
+            self.grid_literal |= isinstance(expression, str) and " if " in expression
+            grid.append(expression)
+        while len(grid) > 1 and grid[-1] == 1:
+            grid.pop()
+        return grid
+
+    def _variants(
+        self, keys: dict[tuple[object, ...], str], used: list[LaunchRecord], names: list[str]
+    ) -> list[dict[str, Any]]:
+        by_variant: dict[str, list[int]] = {}
+        for index, record in enumerate(used):
+            by_variant.setdefault(keys[self.variant_key(record)], []).append(index)
+        variants = []
+        scopes = [self.scope(r) for r in used]
+        for key, variant in keys.items():
+            members = by_variant.get(variant)
+            if not members:
+                continue
+            entry: dict[str, Any] = {"name": variant}
+            hints = dict(key[1]) if isinstance(key[1], tuple) else {}
+            if hints:
+                entry["hints"] = hints
+            if len(keys) > 1:
+                entry["when"] = " or ".join(
+                    f"({_config_condition(scopes[i], self.dims.values(), self.constants)})"
+                    for i in members
+                )
+            variants.append(entry)
+        return variants
+
+
+def _config_condition(
+    scope: dict[str, int | float | bool], dims: Iterable[str], constants: Sequence[str] = ()
+) -> str:
+    names = [*sorted(set(dims)), *constants]
+    parts = [f"{n} == {scope[n]!r}" for n in names if n in scope]
+    return " and ".join(parts) or "True"
+
+
+def _tolerance(dtype: str) -> dict[str, Any]:
+    atol, rtol = DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+    source = (
+        "torch.testing.assert_close defaults"
+        if dtype in DEFAULT_TOLERANCES and not dtype.startswith("float8")
+        else "tileport default for this dtype (docs/TILEGYM.md)"
+    )
+    return {"atol": atol, "rtol": rtol, "source": source}
+
+
+def _spec_name(kernel: str, module: str, taken: set[str]) -> str:
+    name = kernel.strip("_") or "kernel"
+    if name in taken:
+        name = f"{module.rpartition('.')[2]}_{name}"
+    taken.add(name)
+    return name
+
+
+def read_signature_hints(path: Path) -> dict[str, str]:
+    """symbol -> hints from a `signatures.jsonl` (tilegym-launches layout), if present."""
+    if not path.is_file():
+        return {}
+    hints = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            hints[entry["symbol"]] = entry.get("hints", "")
+    return hints
+
+
+def write_specs(
+    records: Sequence[LaunchRecord],
+    source_root: Path,
+    out: Path,
+    signature_hints: dict[str, str] | None = None,
+) -> tuple[list[WrittenSpec], list[str]]:
+    """One spec per kernel into `out`; also the problems of kernels that got none."""
+    tree = SourceTree(source_root)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[WrittenSpec] = []
+    problems: list[str] = []
+    taken: set[str] = set()
+    for launches in group_by_kernel(records):
+        try:
+            kernel = _KernelSpec(tree, launches, signature_hints or {})
+            if signature_hints:
+                kernel.keep_compiled(set(signature_hints))
+            name = _spec_name(kernel.kernel, kernel.module, taken)
+            data = kernel.build(out.resolve(), name)
+            path = out / f"{name}.port.yaml"
+            text = _yaml(data, launches)
+            parse_port_spec(yaml.safe_load(text), path)
+        except (SpecWriteError, SourceTreeError) as exc:
+            problems.append(f"{launches.file}::{launches.kernel}: {exc}")
+            continue
+        except PortSpecError as exc:
+            problems.append(f"{launches.file}::{launches.kernel}: the spec does not load: {exc}")
+            continue
+        path.write_text(text, encoding="utf-8")
+        written.append(
+            WrittenSpec(
+                kernel=launches.kernel,
+                module=kernel.module,
+                path=path,
+                records=len(launches.records),
+                test_configs=len(data["test_configs"]),
+                variants=len(data["variants"]),
+                grid_literal=kernel.grid_literal,
+            )
+        )
+    return written, problems
+
+
+def _yaml(data: dict[str, Any], launches: KernelLaunches) -> str:
+    header = (
+        f"# Port spec of {launches.kernel} ({launches.file}), written by `tileport specs` from "
+        f"{len(launches.records)} recorded launch(es).\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, width=100)

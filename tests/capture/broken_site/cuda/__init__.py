@@ -1,0 +1,1 @@
+"""A `cuda` package whose `cuda.tile` cannot be imported."""

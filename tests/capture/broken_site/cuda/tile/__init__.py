@@ -1,0 +1,1 @@
+raise ImportError("libcuda.so.1: cannot open shared object file")

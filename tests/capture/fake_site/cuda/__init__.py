@@ -1,0 +1,1 @@
+"""A stand-in for the `cuda` namespace, holding a fake `cuda.tile` for tests."""
