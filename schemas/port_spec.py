@@ -325,14 +325,6 @@ class Reference(_Strict):
         default_factory=list, description="Constants the function also receives."
     )
 
-
-class Tolerance(_Strict):
-    """Allowed error for one dtype: |out - ref| <= atol + rtol * |ref|."""
-
-    atol: float = Field(ge=0, description="Absolute tolerance.")
-    rtol: float = Field(ge=0, description="Relative tolerance (times |reference|).")
-    source: str = Field(min_length=1, description="Where the tolerance was taken from.")
-
     @model_validator(mode="after")
     def _function_when_needed(self) -> Self:
         if (self.oracle == "function") != (self.function is not None):
@@ -343,6 +335,14 @@ class Tolerance(_Strict):
     def function_module(self) -> str | None:
         """The module part of `function` (None for the reference-kernel oracle)."""
         return None if self.function is None else self.function.split(":", 1)[0]
+
+
+class Tolerance(_Strict):
+    """Allowed error for one dtype: |out - ref| <= atol + rtol * |ref|."""
+
+    atol: float = Field(ge=0, description="Absolute tolerance.")
+    rtol: float = Field(ge=0, description="Relative tolerance (times |reference|).")
+    source: str = Field(min_length=1, description="Where the tolerance was taken from.")
 
 
 class AutotuneConfig(_Strict):

@@ -59,9 +59,7 @@ def needing(module_code: str) -> str:
     """A kernel that reads `SCALE`, after module code that binds it: only what a kernel
     needs runs at export (toolchain.kernel_slice), so hostile code must be needed."""
     head = textwrap.dedent(module_code).strip()
-    body = GOOD_KERNEL.replace("tile * 2.0", "tile * SCALE").replace(
-        "import cuda.tile as ct\n", ""
-    )
+    body = GOOD_KERNEL.replace("tile * 2.0", "tile * SCALE").replace("import cuda.tile as ct\n", "")
     return f"import cuda.tile as ct\n{head}\n{body}"
 
 
