@@ -5,11 +5,14 @@ and paths under SOURCE_ROOT.
 
 A submission's files are laid out the way the spec expects them: the spec at
 `<name>.port.yaml`, the source at the spec's `source` path and the reference
-module beside the spec, all inside the run's input directory."""
+module beside the spec, all inside the run's input directory. A spec that names
+a module of a library under SOURCE_ROOT brings the library modules its kernel
+needs, under `library/`, and reads them there."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,8 +28,11 @@ from schemas.api import ErrorCode
 from schemas.pipeline import RunOptions
 from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
 from schemas.run_layout import RunPathError, check_run_relative, safe_name
+from toolchain.source_tree import SourceTree, SourceTreeError, needed_files
 
 KERNEL_CHECK_TIMEOUT_S = 15
+LIBRARY_DIR = "library"
+MAX_LIBRARY_FILES = 64
 MAX_PROBLEMS_SHOWN = 20
 
 
@@ -53,11 +59,14 @@ class Submission:
 
 @dataclass(frozen=True)
 class RawSubmission:
-    """What arrived: the spec text, the source bytes, and any other files by name."""
+    """What arrived: the spec text, the source bytes, any other files by name and, for a
+    spec that names a library module, the library's modules it needs by path under
+    `LIBRARY_DIR` (the spec then says `source_root: library`)."""
 
     spec: bytes
     source: bytes
     extra_files: dict[str, bytes] = field(default_factory=dict)
+    library_files: dict[str, bytes] = field(default_factory=dict)
 
 
 def invalid_spec(message: str, **detail: Any) -> ApiError:
@@ -171,6 +180,9 @@ def build_submission(
     spec_name = f"{spec.name}.port.yaml"
     source_path = input_path(spec.source, "source")
     files = {spec_name: raw.spec, source_path: raw.source}
+    for relative, data in raw.library_files.items():
+        check_size(relative, data, limit)
+        files[input_path(f"{LIBRARY_DIR}/{relative}", "library module")] = data
     reference = reference_module_path(spec)
     if reference is not None and reference not in files:
         extra = raw.extra_files.get(PurePosixPath(reference).name)
@@ -223,6 +235,69 @@ def read_limited(path: Path, name: str, limit: int) -> bytes:
     return data
 
 
+def library_submission(
+    root: Path | None, folder: PurePosixPath, spec: bytes, parsed: PortSpec, limit: int
+) -> RawSubmission:
+    """A spec that names a module of a library under SOURCE_ROOT: the run keeps a copy of
+    the library modules the kernel needs (found statically, `needed_files`) under
+    `LIBRARY_DIR`, and its spec is rewritten to read them there."""
+    assert parsed.module is not None and parsed.source_root is not None
+    library = resolve_dir_under(root, str(folder / parsed.source_root), "source_root")
+    try:
+        tree = SourceTree(library)
+        tree.kernel(parsed.module, parsed.kernel)
+        needed = needed_files(tree, parsed.module, parsed.kernel)
+    except SourceTreeError as error:
+        where = {"file": str(error.file.relative_to(library))} if error.file else {}
+        raise invalid_spec(error.message, field="module", line=error.line, **where) from None
+    if len(needed) > MAX_LIBRARY_FILES:
+        raise invalid_spec(
+            f"the kernel needs {len(needed)} library modules (at most {MAX_LIBRARY_FILES})",
+            field="module",
+        )
+    files = {
+        path.relative_to(library).as_posix(): read_limited(path, "library module", limit)
+        for path in sorted(needed)
+    }
+    module_file = tree.module(parsed.module).path.relative_to(library).as_posix()
+    return RawSubmission(
+        spec=_with_source_root(spec, LIBRARY_DIR),
+        source=files[module_file],
+        library_files=files,
+    )
+
+
+def _with_source_root(spec: bytes, root: str) -> bytes:
+    """The spec text with its `source_root` replaced (comments and layout kept)."""
+    text = spec.decode("utf-8")
+    changed, count = re.subn(r"(?m)^source_root:.*$", f"source_root: {root}", text)
+    if count != 1:
+        data = yaml.safe_load(text)
+        data["source_root"] = root
+        changed = yaml.safe_dump(data, sort_keys=False)
+    return changed.encode("utf-8")
+
+
+def resolve_dir_under(root: Path | None, relative: str, what: str) -> Path:
+    """`root/relative`, a directory, refusing anything outside `root`."""
+    if root is None:
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_SOURCE_PATH,
+            "this server has no SOURCE_ROOT: a library spec needs one",
+        )
+    base = root.resolve()
+    candidate = (base / relative).resolve()
+    if not candidate.is_relative_to(base) or not candidate.is_dir():
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_SOURCE_PATH,
+            f"{what} is not a directory under the source root",
+            {what: relative},
+        )
+    return candidate
+
+
 def locate_spec(source_path: str | None, spec_path: str | None) -> str:
     """The spec's path under SOURCE_ROOT: given, or `<stem>.port.yaml` beside the source."""
     if spec_path:
@@ -251,6 +326,8 @@ def from_source_root(
         spec = inline_spec
     parsed = load_spec(spec)
     folder = PurePosixPath(spec_relative).parent
+    if parsed.module is not None and parsed.source_root is not None:
+        return library_submission(root, folder, spec, parsed, limit)
     source_relative = str(folder / input_path(parsed.source, "source"))
     if source_path and PurePosixPath(source_path) != PurePosixPath(source_relative):
         raise invalid_spec(

@@ -304,7 +304,27 @@ def _resolve_location(text: str, aliases: dict[str, str], depth: int = 0) -> str
         return _resolve_location(target, aliases, depth + 1)
     if inner == "unknown":
         return None
+    if inner.startswith("callsite(") and inner.endswith(")") and depth < 8:
+        callee, caller = _split_callsite(inner[len("callsite(") : -1])
+        inlined = _resolve_location(callee, aliases, depth + 1)
+        call = _resolve_location(caller, aliases, depth + 1)
+        if inlined is None or call is None:
+            return inlined or call
+        return f"{inlined} called from {call}"  # the kernel's own line ends the text
     return inner.replace('" :', '":').replace('"', "")
+
+
+def _split_callsite(text: str) -> tuple[str, str]:
+    """`A at B` of `callsite(A at B)`, split at the top-level ` at `."""
+    depth = 0
+    for index, char in enumerate(text):
+        if char in "(<[":
+            depth += 1
+        elif char in ")>]":
+            depth -= 1
+        elif depth == 0 and text.startswith(" at ", index):
+            return text[:index], text[index + 4 :]
+    return text, ""
 
 
 def parse_module(text: str) -> Module:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -306,3 +307,57 @@ def constant_parameters(tree: SourceTree, module: str, kernel: str) -> dict[str,
         a.arg: a.annotation is not None and _is_constant_annotation(tree, module, a.annotation)
         for a in args
     }
+
+
+def _imported(
+    statement: ast.stmt, source: ModuleSource, tree: SourceTree
+) -> Iterator[tuple[str, str | None, str]]:
+    """(module, name or None for the whole module, bound alias) for each source-root
+    module a top-level import statement reaches."""
+    if isinstance(statement, ast.ImportFrom):
+        target = source.absolute(statement.module, statement.level)
+        for alias in statement.names:
+            submodule = f"{target}.{alias.name}"
+            if tree.has_module(submodule):
+                yield submodule, None, alias.asname or alias.name
+            elif tree.has_module(target):
+                yield target, alias.name, alias.asname or alias.name
+    elif isinstance(statement, ast.Import):
+        for alias in statement.names:
+            if tree.has_module(alias.name):
+                yield alias.name, None, alias.asname or alias.name.split(".")[0]
+
+
+def needed_files(tree: SourceTree, module: str, name: str) -> set[Path]:
+    """The files of the modules that slicing `name` out of `module` reads, found
+    statically: the statements binding each needed name, the names they read, and the
+    modules their imports reach (an `import m` needs the attributes read off `m`)."""
+    files: set[Path] = set()
+    seen: set[tuple[str, str]] = set()
+    pending = [(module, name)]
+    while pending:
+        current, wanted = pending.pop()
+        if (current, wanted) in seen:
+            continue
+        seen.add((current, wanted))
+        source = tree.module(current)
+        files.add(source.path)
+        for index in source.binders.get(wanted, []):
+            statement = source.tree.body[index]
+            pending += [(current, n) for n in free_names(statement)]
+            for target, imported, alias in _imported(statement, source, tree):
+                files.add(tree.module(target).path)
+                if imported is not None:
+                    pending.append((target, imported))
+                    continue
+                for user in (
+                    source.tree.body[i] for names in source.binders.values() for i in names
+                ):
+                    for node in ast.walk(user):
+                        if (
+                            isinstance(node, ast.Attribute)
+                            and isinstance(node.value, ast.Name)
+                            and node.value.id == alias
+                        ):
+                            pending.append((target, node.attr))
+    return {f for f in files if f.is_file()}

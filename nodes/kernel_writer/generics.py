@@ -96,7 +96,8 @@ def recover(
 def probe_values(constants: dict[str, int], avoid: set[int]) -> dict[str, int]:
     """A distinct new value per constant: powers of two move to another power
     of two (tile shapes must stay powers of two), others by a small odd step;
-    no probe equals another probe, a base value or anything in `avoid`."""
+    no probe equals another probe, a base value or anything in `avoid`. A constant
+    with no free value (every power of two up to the cap taken) gets none."""
     taken = set(constants.values()) | set(avoid)
     out: dict[str, int] = {}
     for name, value in constants.items():
@@ -111,7 +112,9 @@ def probe_values(constants: dict[str, int], avoid: set[int]) -> dict[str, int]:
 
 def _candidates(value: int) -> list[int]:
     if value > 0 and value & (value - 1) == 0:
-        ups = [value << k for k in range(1, 6) if value << k <= _POW2_CAP]
-        downs = [value >> k for k in range(1, 6) if value >> k >= 1]
-        return [c for pair in zip(ups + [0] * 5, downs + [0] * 5, strict=False) for c in pair if c]
+        ups = [value << k for k in range(1, 17) if value << k <= _POW2_CAP]
+        downs = [value >> k for k in range(1, 17) if value >> k >= 1]
+        width = max(len(ups), len(downs))
+        ups, downs = ups + [0] * (width - len(ups)), downs + [0] * (width - len(downs))
+        return [c for pair in zip(ups, downs, strict=True) for c in pair if c]
     return [value + step for step in (3, 5, 7, 11, 13, -3, -5, -7)]

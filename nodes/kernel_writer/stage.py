@@ -347,8 +347,15 @@ class _Porter:
         recovered_lines: list[str] | None = base.body
         used: list[str] = []
         reason = ""
+        probes = probe_values(constants, set())
+        unprobed = sorted(set(constants) - set(probes))
+        constants = {name: value for name, value in constants.items() if name in probes}
+        if unprobed:
+            self.notes.append(
+                f"variant {plan.variant.name}: no free probe value for {', '.join(unprobed)} "
+                "(every other power of two is another constant's value): kept literal"
+            )
         if constants:
-            probes = probe_values(constants, set())
             probe_label = f"{plan.variant.name}__probe"
             probe_spec = _with_constants(plan.base.spec, probes, probe_label)
             probe_dir = self.work / f"{plan.variant.name}-probe"

@@ -10,6 +10,7 @@ from schemas.export import RustExportRequest
 from schemas.kernel_writer import ConfigCheck, TargetCheck
 from tileir.diff import diff_texts
 from tileir.sass import compare_bytecodes
+from toolchain.diagnostics import lead_with_sentence
 from toolchain.rust_export import RustExporter
 from toolchain.tools import ToolError, tileirdisasm
 
@@ -61,7 +62,7 @@ def check_config(
                 **base,
                 exact=False,
                 ir_level="different",
-                error=f"{response.error_kind}: {response.error}",
+                error=f"{response.error_kind}: {lead_with_sentence(response.error or '')}",
             )
         try:
             if report is None:
@@ -71,7 +72,8 @@ def check_config(
                 report = diff_texts(reference_mlir, _parsable(text))
             sass = compare_bytecodes(reference_bytecode, bytecode, target, work / label)
         except ToolError as err:
-            return ConfigCheck(**base, exact=False, ir_level="different", error=str(err))
+            error = lead_with_sentence(str(err))
+            return ConfigCheck(**base, exact=False, ir_level="different", error=error)
         results.append(
             TargetCheck(
                 target=target,

@@ -437,13 +437,34 @@ class _KernelSpec:
             if name in self.lists:
                 lengths = {len(self.arg(r, name).items) for r in self.records}  # type: ignore[union-attr]
                 entry["list_length"] = max(lengths)
-            ranges = [(t.min, t.max) for t in tensors if t.min is not None and t.max is not None]
-            if ranges and roles[name] != "out":
-                low = min(lo for lo, _ in ranges if lo is not None)
-                high = max(hi for _, hi in ranges if hi is not None)
-                entry["init"] = {"kind": "randint", "low": low, "high": high + 1}
+            if roles[name] != "out":
+                init = self._index_range(name)
+                if init is not None:
+                    entry["init"] = init
             section[name] = entry
         return section
+
+    def _index_range(self, name: str) -> dict[str, Any] | None:
+        """randint bounds for an integer array from its recorded value ranges: up to a
+        dimension that is one more than the largest value in every record (an index into
+        it), else the values every record allows."""
+        ranged = [
+            (record, tensor)
+            for record in self.records
+            if (tensor := self.tensor(record, name)).min is not None and tensor.max is not None
+        ]
+        if not ranged:
+            return None
+        low = max(int(t.min or 0) for _, t in ranged)
+        for symbol in sorted(set(self.dims.values())):
+            if all(self.dim_values(r)[symbol] == int(t.max or 0) + 1 for r, t in ranged):
+                return {
+                    "kind": "randint",
+                    "low": min(int(t.min or 0) for _, t in ranged),
+                    "high": symbol,
+                }
+        high = min(int(t.max or 0) for _, t in ranged) + 1
+        return {"kind": "randint", "low": low, "high": high} if high > low else None
 
     def build(self, out: Path, name: str) -> dict[str, Any]:
         roles = array_roles(self.tree, self.module, self.kernel, self.arrays)

@@ -1,0 +1,97 @@
+"""TileGym through the service: a spec generated from its recorded launches names a
+module of the unmodified library under SOURCE_ROOT; the run keeps a copy of the
+library modules the kernel needs and converts from those. Skipped, with the reason,
+where the TileGym snapshot or the pipeline is absent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from service_support import AUTH
+
+from app.context import ServiceContext
+from app.conversions import INPUT_DIR, run_dir
+from nodes.spec_writer.writer import read_signature_hints, write_specs
+from schemas.launch_capture import read_launch_records
+from toolchain.env import REPO_ROOT
+
+TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
+LAUNCHES = Path(
+    os.environ.get("TILEPORT_TILEGYM_LAUNCHES", REPO_ROOT.parent / "shared" / "tilegym-launches")
+)
+pytestmark = pytest.mark.skipif(
+    not (TILEGYM / "src").is_dir() or not (LAUNCHES / "launches.jsonl").is_file(),
+    reason="the TileGym snapshot and its recorded launches are not beside the checkout",
+)
+# relu; rms_norm (static persistent) and swiglu (forward) port sass-identical
+KERNELS = ("relu_fwd_kernel", "rms_norm_kernel_static_persistent", "swiglu_forward_kernel")
+
+
+@pytest.fixture
+def library(context: ServiceContext, tmp_path: Path) -> Path:
+    """SOURCE_ROOT with TileGym's Python sources (a scratch copy) and generated specs."""
+    root = tmp_path / "root"
+    shutil.copytree(TILEGYM / "src", root / "tilegym-src", ignore=_not_python)
+    records = [
+        r
+        for r in read_launch_records(LAUNCHES / "launches.jsonl")
+        if r.kernel.strip("_") in KERNELS
+    ]
+    hints = read_signature_hints(LAUNCHES / "signatures.jsonl")
+    written, problems = write_specs(records, root / "tilegym-src", root / "specs", hints)
+    assert problems == [] and len(written) == len(KERNELS)
+    context.settings.source_root = root
+    context.settings.no_gpu = True
+    return root
+
+
+def _not_python(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if not n.endswith(".py") and not Path(folder, n).is_dir()]
+
+
+def start(client: TestClient, kernel: str) -> str:
+    body = {"spec_path": f"specs/{kernel}.port.yaml", "options": {"no_gpu": True}}
+    response = client.post("/v1/conversions", json=body, headers=AUTH)
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def test_a_library_spec_brings_the_modules_its_kernel_needs(
+    client: TestClient, context: ServiceContext, library: Path
+) -> None:
+    cid = start(client, "relu_fwd_kernel")
+    inputs = run_dir(context.settings, cid) / INPUT_DIR
+    spec = yaml.safe_load((inputs / "relu_fwd_kernel.port.yaml").read_text())
+    assert spec["source_root"] == "library"
+    copied = sorted(p.relative_to(inputs / "library").as_posix() for p in inputs.rglob("*.py"))
+    assert "tilegym/ops/cutile/activation/relu.py" in copied and len(copied) <= 3
+    assert (inputs / "library" / spec["module"].replace(".", "/")).with_suffix(".py").is_file()
+
+
+def test_a_library_spec_naming_a_missing_module_is_refused(
+    client: TestClient, library: Path
+) -> None:
+    path = library / "specs" / "relu_fwd_kernel.port.yaml"
+    path.write_text(path.read_text().replace("module: tilegym.ops", "module: tilegym.no_such"))
+    body = {"spec_path": "specs/relu_fwd_kernel.port.yaml", "options": {"no_gpu": True}}
+    response = client.post("/v1/conversions", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert "no module 'tilegym.no_such" in response.json()["error"]["message"]
+
+
+def test_a_library_outside_the_source_root_is_refused(
+    client: TestClient, library: Path, tmp_path: Path
+) -> None:
+    path = library / "specs" / "relu_fwd_kernel.port.yaml"
+    elsewhere = os.path.relpath(TILEGYM / "src", path.parent)
+    text = path.read_text()
+    path.write_text(text.replace("source_root: ../tilegym-src", f"source_root: {elsewhere}"))
+    body = {"spec_path": "specs/relu_fwd_kernel.port.yaml"}
+    response = client.post("/v1/conversions", json=body, headers=AUTH)
+    assert response.status_code == 400
+    assert "not a directory under the source root" in response.json()["error"]["message"]

@@ -1,0 +1,169 @@
+"""tileport specs on a small library written here: a package with relative imports,
+a `ct.Constant` alias from another module, a store through a `@ct.function` helper,
+an index array, a constant branch and host hints. The specs load, say what the
+records say, and export (the kernel sliced out of the unmodified package)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nodes.spec_writer.grid import grid_expression
+from nodes.spec_writer.writer import parse_hints, write_specs
+from schemas.launch_capture import LaunchRecord
+from schemas.port_spec import load_port_spec
+from toolchain.reference_export import export_from_spec
+
+TYPES = """\
+import cuda.tile as ct
+ConstInt = ct.Constant[int]
+"""
+HELPERS = """\
+import cuda.tile as ct
+
+
+@ct.function
+def put(out, row, tile):
+    ct.store(out, index=(row,), tile=tile)
+"""
+KERNELS = """\
+import torch  # not installed here: a stand-in
+import cuda.tile as ct
+
+from ..common.types import ConstInt
+from .helpers import put
+
+HOST_TABLE = torch.zeros(3)  # host code the kernel does not need
+
+
+@ct.kernel
+def gather_rows(x, idx, out, n, BLOCK: ConstInt, SCALE: ct.Constant[bool]):
+    row = ct.bid(0)
+    picked = ct.load(idx, index=(row,), shape=(1,))
+    tile = ct.load(x, index=(row,), shape=(BLOCK,))
+    if SCALE:
+        tile = tile * 2.0
+    put(out, row, tile)
+"""
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    root = tmp_path / "src"
+    for relative, text in {
+        "mylib/__init__.py": "raise ImportError('the package init never runs')\n",
+        "mylib/common/__init__.py": "",
+        "mylib/common/types.py": TYPES,
+        "mylib/ops/__init__.py": "",
+        "mylib/ops/helpers.py": HELPERS,
+        "mylib/ops/rows.py": KERNELS,
+    }.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def tensor(dtype: str, shape: list[int], low: int | None = None, high: int | None = None) -> dict:
+    strides = [1] * len(shape)
+    for axis in range(len(shape) - 2, -1, -1):
+        strides[axis] = strides[axis + 1] * shape[axis + 1]
+    arg = {"kind": "tensor", "dtype": dtype, "shape": shape, "stride": strides}
+    arg |= {"align16": True, "contig": True}
+    return arg | ({"min": low, "max": high} if low is not None else {})
+
+
+def record(
+    rows: int, block: int, scale: bool, dtype: str, hints: str | None = None
+) -> LaunchRecord:
+    blocks = -(-rows // block)
+    return LaunchRecord.model_validate(
+        {
+            "test": "tests/test_rows.py::test[x]",
+            "kernel": "gather_rows",
+            "file": "mylib/ops/rows.py",
+            "line": 11,
+            "grid": [blocks, 1, 1],
+            "params": ["x", "idx", "out", "n", "BLOCK", "SCALE"],
+            "args": [
+                tensor(dtype, [rows]),
+                tensor("int32", [rows], 0, rows - 1),
+                tensor(dtype, [rows]),
+                {"kind": "int", "value": rows},
+                {"kind": "int", "value": block},
+                {"kind": "bool", "value": scale},
+            ],
+            "hints": hints,
+        }
+    )
+
+
+RECORDS = [
+    record(1000, 128, True, "float32", "<default = {occupancy = 4}>"),
+    record(4096, 256, True, "float16", "<default = {occupancy = 4}>"),
+    record(777, 64, False, "float32", "<default = {}>"),
+]
+
+
+def test_a_spec_from_records(library: Path, tmp_path: Path) -> None:
+    written, problems = write_specs(RECORDS, library, tmp_path / "specs")
+    assert problems == [] and len(written) == 1
+    spec = load_port_spec(written[0].path)
+    assert (spec.module, spec.kernel) == ("mylib.ops.rows", "gather_rows")
+    assert {n: a.role for n, a in spec.arrays.items()} == {"x": "in", "idx": "in", "out": "out"}
+    assert set(spec.constants) == {"BLOCK", "SCALE"} and set(spec.scalars) == {"n"}
+    assert spec.grid == ["cdiv(X_0, BLOCK)"]
+    assert spec.arrays["x"].shape == spec.arrays["out"].shape == ["X_0"]
+    init = spec.arrays["idx"].init
+    assert init is not None and (init.kind, init.low, init.high) == ("randint", 0, "X_0")
+    # one variant per side of `if SCALE`, and the hinted launches apart
+    assert len(spec.variants) == 2
+    assert {v.hints.occupancy if v.hints else None for v in spec.variants} == {4, None}
+    assert spec.test_configs[0].dims["X_0"] % 16, "ragged first"
+    assert spec.reference.oracle == "reference_kernel"
+
+
+def test_the_spec_exports_from_the_unmodified_package(library: Path, tmp_path: Path) -> None:
+    written, _ = write_specs(RECORDS, library, tmp_path / "specs")
+    record_ = export_from_spec(written[0].path, tmp_path / "out", cubin_targets=())
+    assert len(record_.variants) == 2
+    loc = (tmp_path / "out" / f"{record_.variants[0].variant}.loc.mlir").read_text()
+    assert "mylib/ops/helpers.py" in loc and "mylib/ops/rows.py" in loc
+
+
+def test_a_kernel_whose_module_is_missing(library: Path, tmp_path: Path) -> None:
+    moved = RECORDS[0].model_copy(update={"file": "mylib/ops/gone.py"})
+    written, problems = write_specs([moved], library, tmp_path / "specs")
+    assert written == [] and "no module 'mylib.ops.gone' under the source root" in problems[0]
+
+
+def test_records_that_disagree_with_the_source(library: Path, tmp_path: Path) -> None:
+    wrong = RECORDS[0].model_copy(update={"params": ["a", "b", "c", "d", "e", "f"]})
+    written, problems = write_specs([wrong], library, tmp_path / "specs")
+    assert written == [] and "rows.py:11" in problems[0] and "parameters" in problems[0]
+
+
+def test_hints_text() -> None:
+    assert parse_hints(
+        "<default = {num_cta_in_cga = 2, occupancy = 1}, sm_80 = {occupancy = 2}>"
+    ) == {
+        "default": {"num_cta_in_cga": 2, "occupancy": 1},
+        "sm_80": {"occupancy": 2},
+    }
+    assert parse_hints(None) == {}
+
+
+def test_grid_expressions() -> None:
+    scopes = [
+        {"M": 100, "N": 7, "T": 16, "num_sms": 132},
+        {"M": 64, "N": 3, "T": 32, "num_sms": 132},
+    ]
+    keys = ["M == 100", "M == 64"]
+    assert grid_expression([7, 2], scopes, ["M", "N"], ["T"], ["T"], keys) == "cdiv(M, T)"
+    assert grid_expression([700, 192], scopes, ["M", "N"], [], [], keys) == "M * N"
+    assert grid_expression([132, 132], scopes, ["M"], [], [], keys) == 132
+    assert grid_expression([5, 9], scopes, ["M"], [], [], keys) == "5 if M == 100 else (9)"
+    assert json.dumps(grid_expression([100, 64], scopes, ["M"], [], [], keys)) == '"M"'
