@@ -75,7 +75,7 @@ class _Recorder:
         self.failures = 0
         self.pid = os.getpid()
         self.stream: Any = None
-        self.symbols: dict[Any, str] = {}  # (name, constraints) -> predicted symbol
+        self.symbols: dict[tuple[str, str], str] = {}  # (name, constraints) -> prediction
         self.learned: dict[str, str] = {}  # predicted symbol -> symbol cuTile compiled
         self.places: dict[Any, tuple[str, int]] = {}
 
@@ -338,7 +338,7 @@ def _predicted_symbol(kernel: Any, args: Sequence[Any]) -> str | None:
     name = kernel._pyfunc.__name__
     v2 = CallingConvention.cutile_python_v2()
     constraints = tuple(get_parameter_constraints_from_pyargs(kernel, tuple(args), v2))
-    key = (name, constraints)
+    key = (name, repr(constraints))  # constant constraints do not hash
     symbol = _recorder.symbols.get(key)
     if symbol is None:
         if not any(_needs_v2(c) for c in constraints):
@@ -378,8 +378,8 @@ def _recording_launch(original: Callable[..., Any]) -> Callable[..., Any]:
             record = describe_launch(stream, grid, kernel, kernel_args)
             try:
                 predicted = _predicted_symbol(kernel, kernel_args)
-            except Exception:
-                predicted = None
+            except Exception as error:
+                recorder.problem(f"could not derive the symbol of {record['kernel']}", error)
         except Exception as error:
             recorder.problem(f"could not describe a launch of {_kernel_name(kernel)}", error)
         frame: dict[str, str] = {}

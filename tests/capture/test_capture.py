@@ -23,13 +23,20 @@ REPO = HERE.parents[1]
 FAKE_SITE = HERE / "fake_site"
 BROKEN_SITE = HERE / "broken_site"
 SCRIPT = HERE / "scripts" / "launches.py"
-SHARED_LAUNCHES = REPO.parent / "shared" / "tilegym-launches" / "launches.jsonl"
+# TileGym's launches as recorded before `tileport capture` existed, kept beside the checkout.
+SHARED_LAUNCHES = Path(
+    os.environ.get(
+        "TILEPORT_TILEGYM_LAUNCHES", REPO.parent / "shared" / "tilegym-launches" / "launches.jsonl"
+    )
+)
 
 
 @pytest.fixture
 def fake_cuda_tile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Children import the fake cuda.tile (the parent never does)."""
-    monkeypatch.setenv("PYTHONPATH", str(FAKE_SITE))
+    inherited = os.environ.get("PYTHONPATH")
+    path = str(FAKE_SITE) + (os.pathsep + inherited if inherited else "")
+    monkeypatch.setenv("PYTHONPATH", path)
 
 
 def _by_kernel(records: list[LaunchRecord], kernel: str) -> list[LaunchRecord]:
@@ -89,7 +96,7 @@ def test_recorder_failure_is_reported_once_and_the_call_still_runs(
             *(sys.executable, str(SCRIPT)),
         ],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": f"{FAKE_SITE}{os.pathsep}{REPO}"},
+        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ['PYTHONPATH']}"},
         capture_output=True,
         text=True,
         check=False,

@@ -27,8 +27,10 @@ class ArrayConstraint:
     shape_constant: tuple[int | None, ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=True)
 class ScalarConstraint:
+    """Unhashable, like cuTile's constant constraints."""
+
     dtype: str
 
 
