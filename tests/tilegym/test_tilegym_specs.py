@@ -125,3 +125,17 @@ def test_a_kernel_that_is_not_a_ct_kernel(
     assert code == 1
     assert "'geglu' is a function, not a @ct.kernel function" in err
     assert "geglu.py" in err
+
+
+CAPTURED = REPO_ROOT / "bench" / "captures" / "tilegym-h200-2026-12-01" / "launches.jsonl"
+
+
+def test_the_h200_capture_becomes_specs_that_compile_what_was_launched(tmp_path: Path) -> None:
+    """The records `tileport capture` made on the H200 carry their entry symbols."""
+    records = read_launch_records(CAPTURED)
+    written, problems = write_specs(records, SOURCE_ROOT, tmp_path)
+    assert problems == []
+    assert len(written) == len({(r.file, r.kernel) for r in records}) >= 32
+    recorded = {r.symbol for r in records if r.symbol}
+    results = [r for spec in written for r in check_spec(spec.path, recorded)]
+    assert [f"{r.spec}[{r.variant}]" for r in results if not r.ok] == []
