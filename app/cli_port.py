@@ -47,6 +47,7 @@ def render(report: PortReport) -> str:
         lines.append(f"  {check.config}: {detail}")
     for blocked in report.blocked:
         lines.append(f"  BLOCKED {blocked.op} at {blocked.location}: {blocked.missing}")
+    lines += [f"  note: {note}" for note in report.notes]
     t = report.timings
     lines.append(
         f"  time: reference export {t.reference_export_s:.1f} s, lift {t.lift_s:.2f} s, "

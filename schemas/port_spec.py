@@ -264,6 +264,14 @@ class Variant(_Strict):
         description="Test configuration whose shapes give the facts of the reference "
         "export; default: the first test configuration that dispatches here.",
     )
+    reference_bytecode: str | None = Field(
+        None,
+        min_length=1,
+        description="A Tile IR bytecode file (relative to the spec) that is the variant's "
+        "reference instead of an export: what cuTile Python writes under "
+        "CUDA_TILE_DUMP_BYTECODE, or a Triton Tile IR build. It must be bytecode 13.3, "
+        "compiled for the representative configuration; nothing else is compiled from it.",
+    )
     description: str = Field("", description="Free text for readers.")
 
 

@@ -128,6 +128,11 @@ class VariantExport(_Strict):
     cubins: dict[str, str] = Field(description="Target -> cubin file name.")
     timings: VariantTimings
     specialisation: Specialisation
+    dump: str | None = Field(
+        None,
+        description="The Tile IR bytecode dump the variant was copied from (its spec's "
+        "reference_bytecode); None when it was exported from the source.",
+    )
 
 
 class ExportRecord(_Strict):

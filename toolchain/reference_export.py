@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -54,6 +54,7 @@ from schemas.reference_export import (
     ScalarArg,
     Specialisation,
 )
+from toolchain.bytecode_dump import DumpError, import_dump
 from toolchain.env import REPO_ROOT, find_toolchain, toolchain_env
 
 BYTECODE_VERSION = "13.3"  # what cutile-rs writes; both sides must agree
@@ -347,7 +348,8 @@ def export_from_spec(
 
     `source` and `kernel` default to the spec's; giving them exports another
     file (a mutated copy, say) under the same spec. This is what
-    `tileport ir export SOURCE::KERNEL --spec SPEC --target T --out DIR` runs."""
+    `tileport ir export SOURCE::KERNEL --spec SPEC --target T --out DIR` runs.
+    Variants that name a bytecode dump are taken from it, unless `source` is given."""
     try:
         spec = load_port_spec(spec_path)
         specs = specialisations(spec, variants)
@@ -358,11 +360,12 @@ def export_from_spec(
     except ValueError as exc:
         error = ExportError(kind="spec_error", message=str(exc), file=str(spec_path))
         raise ReferenceExportError(error) from None
-    return export_reference(
+    return export_with_dumps(
         source if source is not None else spec_relative(spec_path, spec.source),
         kernel or spec.kernel,
         specs,
         out_dir,
+        dumps=variant_dumps(spec_path, spec) if source is None else {},
         target=target,
         cubin_targets=cubin_targets,
         entry_symbol=spec.entry_symbol,
@@ -377,6 +380,78 @@ def library_module(spec_path: Path, spec: PortSpec, source: Path | None = None) 
     if source is not None or spec.module is None or spec.source_root is None:
         return {}
     return {"source_root": spec_relative(spec_path, spec.source_root), "module": spec.module}
+
+
+def variant_dumps(spec_path: Path, spec: PortSpec) -> dict[str, Path]:
+    """The Tile IR bytecode dumps the spec's variants name (`reference_bytecode`),
+    resolved beside the spec, by variant name."""
+    return {
+        variant.name: spec_relative(spec_path, variant.reference_bytecode)
+        for variant in spec.variants
+        if variant.reference_bytecode is not None
+    }
+
+
+def export_with_dumps(
+    source: Path,
+    kernel: str,
+    specs: Sequence[Specialisation],
+    out_dir: Path,
+    *,
+    dumps: Mapping[str, Path],
+    target: str = "sm_90",
+    cubin_targets: Sequence[str] = CUBIN_TARGETS,
+    entry_symbol: EntrySymbol | None = None,
+    **options: Any,
+) -> ExportRecord:
+    """`export_reference`, except that each specialisation whose variant is a key of
+    `dumps` is taken from that bytecode dump (`toolchain.bytecode_dump`) instead of
+    compiled; one export.json describes all of them, in the order of `specs`. The
+    source is needed only when something is compiled."""
+    compiled = [s for s in specs if s.variant not in dumps]
+    started = time.perf_counter()
+    record = None
+    if compiled:
+        record = export_reference(
+            source,
+            kernel,
+            compiled,
+            out_dir,
+            target=target,
+            cubin_targets=cubin_targets,
+            entry_symbol=entry_symbol,
+            **options,
+        )
+        if len(compiled) == len(specs):
+            return record
+    variants = {v.variant: v for v in record.variants} if record is not None else {}
+    for specialisation in specs:
+        if specialisation.variant not in dumps:
+            continue
+        try:
+            variants[specialisation.variant] = import_dump(
+                dumps[specialisation.variant],
+                specialisation,
+                out_dir,
+                cubin_targets=cubin_targets,
+                entry_symbol=entry_symbol or EntrySymbol(),
+            )
+        except DumpError as exc:
+            raise ReferenceExportError(exc.error) from None
+    base = record or ExportRecord(
+        kernel=kernel,
+        source=str(source),
+        target=target,
+        bytecode_version=BYTECODE_VERSION,
+        cuda_tile_version="unknown (bytecode dump)",
+        tileiras_version=tileiras_version(),
+        import_s=0.0,
+        process_s=time.perf_counter() - started,
+        variants=[],
+    )
+    merged = base.model_copy(update={"variants": [variants[s.variant] for s in specs]})
+    (out_dir / RECORD_FILE).write_text(merged.model_dump_json(indent=2) + "\n")
+    return merged
 
 
 # -- command line ------------------------------------------------------------------

@@ -29,9 +29,10 @@ def _run(args: list[str], timeout_s: float) -> str:
     return done.stdout
 
 
-def tileirdisasm(bytecode: Path, timeout_s: float = 60.0) -> str:
-    """The MLIR text of a Tile IR bytecode file."""
-    return _run([str(find_toolchain().tool("tileirdisasm")), str(bytecode)], timeout_s)
+def tileirdisasm(bytecode: Path, timeout_s: float = 60.0, *, with_locations: bool = False) -> str:
+    """The MLIR text of a Tile IR bytecode file; with its source locations (`-g`) if asked."""
+    tool = str(find_toolchain().tool("tileirdisasm"))
+    return _run([tool, *(["-g"] if with_locations else []), str(bytecode)], timeout_s)
 
 
 def tileiras(bytecode: Path, cubin: Path, target: str, timeout_s: float = 300.0) -> Path:

@@ -4,10 +4,11 @@ contract every later stage routes from (`reports/analysis.json`).
 From the port spec it validates the spec against the kernel source, enumerates
 variants and configurations and maps each configuration to its variant, checks
 that no variant spans both sides of a branch that only constants decide,
-exports the reference Tile IR of every variant into `reference/`, and records
-ops, padding, conversions, tolerances (from the spec, never invented),
-autotune space and the entry-symbol policy. Baselines are timed only where a
-GPU and a GPU runner are present.
+exports the reference Tile IR of every variant into `reference/` (or takes a
+variant's bytecode dump, `reference_bytecode`), and records ops, padding,
+conversions, tolerances (from the spec, never invented), autotune space and
+the entry-symbol policy. Baselines are timed only where a GPU and a GPU runner
+are present.
 
 Verdicts: PASS; FAIL_FIXABLE when the spec is wrong (each problem names its
 field); BLOCKED when the kernel does not export (file:line of the error), or
@@ -50,12 +51,14 @@ from schemas.run_layout import RunLayout, write_text_atomic
 from schemas.state import PipelineState, StageResult
 from schemas.verdicts import AnalyzerVerdict
 from tileir.mlir import iter_ops, parse_module
+from toolchain.bytecode_dump import dump_notes
 from toolchain.doctor import check_triton_tileir
 from toolchain.reference_export import (
     ReferenceExportError,
-    export_reference,
+    export_with_dumps,
     library_module,
     specialisations,
+    variant_dumps,
 )
 
 Timer = Callable[[Path, KernelAnalysis, Path, bool], BaselineOutcome]
@@ -174,7 +177,7 @@ def _analyse(
     spec = _load_spec(spec_path)
     _require_backend(spec, findings)
     source_path = spec_relative(spec_path, spec.source)
-    source = _read_source(source_path, spec)
+    source = _read_source(source_path, spec, findings)
     _require_parameters(source, spec)
     resolved = [spec.resolve(config, purpose) for config, purpose in spec.all_configs()]
     _require_structural_variants(spec, source, resolved, findings)
@@ -189,10 +192,13 @@ def _analyse(
         f"{record.tileiras_version}"
     )
     for exported in record.variants:
-        findings.add(
-            f"variant {exported.variant}: exported from configuration "
-            f"{exported.specialisation.config}, entry {exported.symbol}"
-        )
+        if exported.dump is None:
+            findings.add(
+                f"variant {exported.variant}: exported from configuration "
+                f"{exported.specialisation.config}, entry {exported.symbol}"
+            )
+    for note in dump_notes(record, layout.reference_dir, spec.source):
+        findings.add(note)
     analysis = _contract(spec, source, resolved, specs, ir_texts, layout, findings)
     outcome = timer(spec_path, analysis, layout.root, no_gpu)
     findings.add(outcome.note)
@@ -212,17 +218,36 @@ def _load_spec(spec_path: Path) -> PortSpec:
 def _require_backend(spec: PortSpec, findings: Findings) -> None:
     triton = check_triton_tileir()
     findings.add(f"Triton-TileIR: {triton.note or triton.version}")
-    if spec.reference_backend == "triton_tileir":
+    if spec.reference_backend == "triton_tileir" and not _all_dumps(spec):
         raise blocked(
             "reference_backend triton_tileir: only cuTile Python references can be exported "
-            f"on this machine (Triton-TileIR: {triton.note})"
+            f"on this machine (Triton-TileIR: {triton.note}); a variant can name its Tile IR "
+            "bytecode dump instead (reference_bytecode)"
         )
 
 
-def _read_source(path: Path, spec: PortSpec) -> KernelSource:
+def _all_dumps(spec: PortSpec) -> bool:
+    """Every variant's reference is a bytecode dump: nothing is compiled from the source."""
+    return all(variant.reference_bytecode is not None for variant in spec.variants)
+
+
+def _read_source(path: Path, spec: PortSpec, findings: Findings) -> KernelSource:
     try:
         return read_kernel_source(path, spec.kernel)
     except SourceError as exc:
+        if exc.field == "source" and _all_dumps(spec):
+            findings.add(
+                f"source {spec.source}: {exc}; every variant is a bytecode dump, so the spec's "
+                "parameters stand in for the kernel's and no source-level check is made "
+                "(constant branches, conversions, bounds checks)"
+            )
+            return KernelSource(
+                path=path,
+                kernel=spec.kernel,
+                line=0,
+                parameters=[*spec.arrays, *spec.scalars, *spec.constants],
+                constant_parameters=list(spec.constants),
+            )
         if exc.field is not None:
             raise fixable([f"{exc.field}: {exc}"]) from None
         where = f"{spec.source}:{exc.line}" if exc.line is not None else spec.source
@@ -338,11 +363,12 @@ def _export_reference(
     layout: RunLayout,
 ) -> ExportRecord:
     try:
-        return export_reference(
+        return export_with_dumps(
             spec_relative(spec_path, spec.source),
             spec.kernel,
             specs,
             layout.reference_dir,
+            dumps=variant_dumps(spec_path, spec),
             entry_symbol=spec.entry_symbol,
             **library_module(spec_path, spec),
         )

@@ -11,6 +11,9 @@
    its own literal-specialised entry.
 3. Write kernel.rs, compile every checked configuration from it (one resident
    exporter), diff the IR and compare SASS on every target.
+
+A variant whose reference is a bytecode dump (`reference_bytecode`) has only
+that specialisation: it is checked alone, without a probe, as a literal entry.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,12 +58,14 @@ from schemas.reference_export import (
 )
 from schemas.verdicts import KernelWriterVerdict
 from tileir.mlir import parse_module
+from toolchain.bytecode_dump import location_files
 from toolchain.reference_export import (
     CUBIN_TARGETS,
     ReferenceExportError,
-    export_reference,
+    export_with_dumps,
     library_module,
     specialise,
+    variant_dumps,
 )
 from toolchain.rust_export import RustExporter
 
@@ -202,7 +208,9 @@ def _fact(specialisation: Specialisation, array: str, what: str) -> int:
 
 def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
     checks: dict[str, _Check] = {}
-    for resolved in _configs_of(spec, variant):
+    # A bytecode dump is its representative configuration's specialisation only.
+    dumped = variant.reference_bytecode is not None
+    for resolved in [spec.representative(variant)] if dumped else _configs_of(spec, variant):
         specialisation = specialise(resolved)
         key = _check_key(specialisation)
         if key not in checks:
@@ -235,17 +243,50 @@ def _base_preference(check: _Check, generic_arrays: set[str]) -> int:
     return 0
 
 
+def _dump_note(spec: PortSpec, plan: _VariantPlan, references: Path, names: SourceNames) -> str:
+    """What a port from a bytecode dump recovers, and what it leaves unchecked."""
+    others = sorted(
+        {
+            resolved.name
+            for resolved in _configs_of(spec, plan.variant)
+            if _check_key(specialise(resolved)) != _check_key(plan.base.spec)
+        }
+    )
+    unchecked = (
+        f"configurations {', '.join(others)} have other specialisations and are not checked"
+        if others
+        else "every configuration of the variant has this specialisation"
+    )
+    if not location_files((references / f"{plan.base.label}.loc.mlir").read_text()):
+        naming = "the dump carries no source locations: names come from the IR"
+    elif names.lines:
+        naming = "names come from the source through the dump's locations"
+    else:
+        naming = "the source cannot be read: names come from the IR"
+    return (
+        f"variant {plan.variant.name}: the reference is the bytecode dump "
+        f"{plan.variant.reference_bytecode}, taken as configuration {plan.base.config.name}; "
+        "nothing else can be compiled from it, so no constant is probed (literal entries) "
+        f"and no dtype or launch-fact generic is recovered; {unchecked}; {naming}"
+    )
+
+
 # -- lifting -------------------------------------------------------------------------
 
 
 def _export(
-    spec_path: Path, spec: PortSpec, specs: list[Specialisation], out: Path
+    spec_path: Path,
+    spec: PortSpec,
+    specs: list[Specialisation],
+    out: Path,
+    dumps: Mapping[str, Path],
 ) -> ExportRecord:
-    return export_reference(
+    return export_with_dumps(
         spec_relative(spec_path, spec.source),
         spec.kernel,
         specs,
         out,
+        dumps=dumps,
         cubin_targets=(),  # verification assembles both sides itself, alike
         entry_symbol=spec.entry_symbol,
         **library_module(spec_path, spec),
@@ -325,17 +366,24 @@ class _Porter:
         self.generics: list[RecoveredGeneric] = []
         self.literal_entries: list[LiteralEntry] = []
         self.notes: list[str] = []
+        self.dumps: dict[str, Path] = {}  # check label -> the bytecode dump it is
         self.work = Path(tempfile.mkdtemp(prefix="tileport-port-"))
         self.rustc: RustCheck | None = None
 
     def timed_export(self, specs: list[Specialisation], out: Path) -> ExportRecord:
         started = time.perf_counter()
         try:
-            return _export(self.spec_path, self.spec, specs, out)
+            return _export(self.spec_path, self.spec, specs, out, self.dumps)
         finally:
             self.timings["reference_export_s"] += time.perf_counter() - started
 
     def lift_variant(self, plan: _VariantPlan, references: Path) -> list[_Lifted]:
+        if plan.base.label in self.dumps:
+            reason = (
+                f"the reference is the bytecode dump {plan.variant.reference_bytecode}: no "
+                "export with other constants can be made to probe them"
+            )
+            return self.literal_variant(plan, references, reason, _int_constants(plan.base.spec))
         kernel = self.spec.kernel
         if len(self.spec.variants) > 1:
             kernel = f"{kernel}_{plan.variant.name}"
@@ -532,6 +580,8 @@ class _Porter:
             )
         references = self.out / "reference"
         all_specs = [check.spec for plan in plans for check in plan.checks]
+        dumps = variant_dumps(self.spec_path, self.spec)
+        self.dumps = {p.base.label: dumps[p.variant.name] for p in plans if p.variant.name in dumps}
         try:
             self.timed_export(all_specs, references)
         except ReferenceExportError as err:
@@ -546,6 +596,11 @@ class _Porter:
                     )
                 ],
             )
+        self.notes += [
+            _dump_note(self.spec, p, references, self.names)
+            for p in plans
+            if p.base.label in self.dumps
+        ]
         lifted: list[_Lifted] = []
         blocked: list[BlockedConstruct] = []
         for plan in plans:
