@@ -9,6 +9,15 @@ bytecode must be byte-identical and the spec's symbol must be one that was
 recorded.
 
     python -m nodes.spec_writer.fidelity SPEC_DIR --signatures signatures.jsonl
+
+With `--launches LAUNCHES.jsonl --source-root DIR` it checks every recorded
+signature instead: each is exported from the unmodified tree as demangled, and
+each launch record's own specialisation (its facts and hints, as a spec would
+derive them) is exported beside it; every record that compiled a recorded
+symbol must give that symbol and the same bytes.
+
+    python -m nodes.spec_writer.fidelity --launches launches.jsonl \
+        --source-root tilegym/src --signatures signatures.jsonl
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodes.spec_writer.writer import KernelSpec, group_by_kernel, read_signature_hints
+from schemas.launch_capture import LaunchRecord, read_launch_records
 from schemas.port_spec import load_port_spec, spec_relative
 from schemas.reference_export import Specialisation
 from toolchain.reference_export import (
@@ -29,6 +40,7 @@ from toolchain.reference_export import (
     library_module,
     specialisations,
 )
+from toolchain.source_tree import SourceTree
 
 
 @dataclass(frozen=True)
@@ -105,11 +117,109 @@ def check_spec(spec_path: Path, recorded: set[str]) -> list[VariantFidelity]:
         return results
 
 
+@dataclass
+class SignatureFidelity:
+    """The whole-signature check of one kernel."""
+
+    kernel: str
+    signatures: int
+    exported: int
+    records: int
+    identical: int
+    problems: list[str]
+
+
+def check_launches(
+    records: list[LaunchRecord], source_root: Path, signatures: dict[str, str]
+) -> list[SignatureFidelity]:
+    """Per kernel: every recorded signature exported as demangled, and every record's own
+    specialisation exported and compared with the signature it names."""
+    tree = SourceTree(source_root)
+    results = []
+    for launches in group_by_kernel(records):
+        kernel = KernelSpec(tree, launches, signatures)
+        own: dict[str, Specialisation] = {}
+        for record in launches.records:
+            symbol = kernel.symbol_of(record)
+            if symbol in signatures and symbol not in own:
+                own[symbol] = kernel.launch_specialisation(record, f"r{len(own)}")
+        theirs = [
+            Specialisation(variant=f"s{i}", params={}, demangle=symbol)
+            for i, symbol in enumerate(
+                sorted(s for s in signatures if s.startswith(f"{kernel.kernel}_K"))
+            )
+        ]
+        results.append(_compare(kernel, own, theirs))
+    return results
+
+
+def _compare(
+    kernel: KernelSpec, own: dict[str, Specialisation], theirs: list[Specialisation]
+) -> SignatureFidelity:
+    source = kernel.tree.module(kernel.module).path
+    problems: list[str] = []
+    exported = identical = 0
+    with tempfile.TemporaryDirectory(prefix="tileport-fidelity-") as work:
+        out = Path(work)
+        by_symbol: dict[str, bytes] = {}
+        for spec in theirs:  # one at a time: one that fails must not hide the others
+            try:
+                export_reference(
+                    source,
+                    kernel.kernel,
+                    [spec],
+                    out / spec.variant,
+                    cubin_targets=(),
+                    source_root=kernel.tree.root,
+                    module=kernel.module,
+                )
+            except ReferenceExportError as exc:
+                problems.append(f"{spec.demangle}: {exc.error.one_line()}")
+                continue
+            exported += 1
+            assert spec.demangle is not None
+            by_symbol[spec.demangle] = (
+                out / spec.variant / f"{spec.variant}.bytecode"
+            ).read_bytes()
+        if own:
+            try:
+                record = export_reference(
+                    source,
+                    kernel.kernel,
+                    list(own.values()),
+                    out / "records",
+                    cubin_targets=(),
+                    source_root=kernel.tree.root,
+                    module=kernel.module,
+                )
+            except ReferenceExportError as exc:
+                problems.append(f"the records' own specialisations: {exc.error.one_line()}")
+                record = None
+            for variant in record.variants if record else []:
+                wanted = next(sym for sym, spec in own.items() if spec.variant == variant.variant)
+                mine = (out / "records" / variant.bytecode).read_bytes()
+                if variant.symbol != wanted:
+                    problems.append(f"a record derives {variant.symbol}, it compiled {wanted}")
+                elif by_symbol.get(wanted) != mine:
+                    problems.append(f"{wanted}: the bytes differ from the demangled export")
+                else:
+                    identical += 1
+    return SignatureFidelity(kernel.kernel, len(theirs), exported, len(own), identical, problems)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nodes.spec_writer.fidelity")
-    parser.add_argument("specs", type=Path, help="a folder of generated specs")
+    parser.add_argument("specs", type=Path, nargs="?", help="a folder of generated specs")
     parser.add_argument("--signatures", type=Path, required=True)
+    parser.add_argument("--launches", type=Path, help="check every recorded signature")
+    parser.add_argument("--source-root", type=Path, help="with --launches")
     args = parser.parse_args(argv)
+    if args.launches is not None:
+        if args.source_root is None:
+            parser.error("--launches needs --source-root")
+        return _all_signatures(args.launches, args.source_root, args.signatures)
+    if args.specs is None:
+        parser.error("give SPEC_DIR, or --launches and --source-root")
     recorded = read_symbols(args.signatures)
     start = time.perf_counter()
     results = [
@@ -124,6 +234,30 @@ def main(argv: list[str] | None = None) -> int:
         f"({time.perf_counter() - start:.0f} s)"
     )
     return 0 if good == len(results) else 1
+
+
+def _all_signatures(launches: Path, source_root: Path, signatures: Path) -> int:
+    start = time.perf_counter()
+    results = check_launches(
+        read_launch_records(launches), source_root, read_signature_hints(signatures)
+    )
+    for r in results:
+        print(
+            f"{r.kernel}: {r.exported}/{r.signatures} signatures exported, "
+            f"{r.identical}/{r.records} records byte-identical"
+        )
+        for problem in r.problems:
+            print(f"    {problem}")
+    totals = [
+        sum(getattr(r, f) for r in results)
+        for f in ("signatures", "exported", "records", "identical")
+    ]
+    print(
+        f"{totals[1]}/{totals[0]} recorded signatures exported from the unmodified tree; "
+        f"{totals[3]}/{totals[2]} distinct launch specialisations byte-identical to the "
+        f"signature they compiled ({time.perf_counter() - start:.0f} s)"
+    )
+    return 0 if totals[1] == totals[0] and totals[3] == totals[2] else 1
 
 
 if __name__ == "__main__":

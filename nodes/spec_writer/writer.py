@@ -21,6 +21,7 @@ Every spec is validated by loading it back.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -44,7 +45,7 @@ from schemas.launch_capture import (
     SequenceArg,
     TensorArg,
 )
-from schemas.port_spec import ITEMSIZE, PortSpecError, ResolvedArray, parse_port_spec
+from schemas.port_spec import ITEMSIZE, Hints, PortSpecError, ResolvedArray, parse_port_spec
 from schemas.reference_export import (
     ArrayArg,
     ArrayListArg,
@@ -154,7 +155,7 @@ def _fact_pattern(tensor: TensorArg) -> tuple[object, ...]:
 # -- one kernel ----------------------------------------------------------------------
 
 
-class _KernelSpec:
+class KernelSpec:
     """The spec of one kernel, assembled from its records."""
 
     def __init__(self, tree: SourceTree, launches: KernelLaunches, hints: dict[str, str]) -> None:
@@ -273,8 +274,6 @@ class _KernelSpec:
         return chosen
 
     def _decorator_hints(self) -> dict[str, int]:
-        import ast
-
         function = self.tree.module(self.module).function(self.kernel)
         found: dict[str, int] = {}
         for decorator in function.decorator_list if function else []:
@@ -290,6 +289,13 @@ class _KernelSpec:
         """The entry symbol a launch of `record` compiles: recorded, or mangled from the
         facts the launch derives."""
         return record.symbol or mangled_symbol(self.kernel, self.params, self.specialise(record))
+
+    def launch_specialisation(self, record: LaunchRecord, variant: str) -> Specialisation:
+        """What the launch of `record` compiled: its facts and the hints the host set."""
+        hints = self.hints(record)
+        return self.specialise(record).model_copy(
+            update={"variant": variant, "hints": Hints(**hints) if hints else None}
+        )
 
     def specialise(self, record: LaunchRecord) -> Specialisation:
         params: dict[str, ParamArg] = {}
@@ -608,7 +614,7 @@ def write_specs(
     taken: set[str] = set()
     for launches in group_by_kernel(records):
         try:
-            kernel = _KernelSpec(tree, launches, signature_hints or {})
+            kernel = KernelSpec(tree, launches, signature_hints or {})
             if signature_hints:
                 kernel.keep_compiled(set(signature_hints))
             name = _spec_name(kernel.kernel, kernel.module, taken)

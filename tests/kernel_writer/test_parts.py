@@ -83,6 +83,17 @@ def test_probe_values_are_distinct_powers_of_two() -> None:
     assert probes["N"] != 1000
 
 
+def test_a_constant_without_a_free_probe_value_gets_none() -> None:
+    """Every power of two up to the cap is taken: the last constant is left unprobed
+    (kept literal by the kernel writer) instead of failing."""
+    taken = {f"C{k}": 1 << k for k in range(17)}
+    probes = probe_values({"TILE": 64}, avoid=set(taken.values()))
+    assert probes == {}
+    # nine powers of two 1..256 leave eight free ones up to the cap (512..65536)
+    probes = probe_values({**{f"C{k}": 1 << k for k in range(8)}, "TILE": 1 << 8}, set())
+    assert len(probes) == len(set(probes.values())) == 8
+
+
 def test_read_source_names_assignments_loops_and_parameters(tmp_path: Path) -> None:
     source = tmp_path / "k.py"
     source.write_text(
