@@ -5,7 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TILEPORT := $(VENV)/bin/tileport
 export PIP_CACHE_DIR ?= $(CACHE)/pip
-export CARGO_TARGET_DIR ?= $(CACHE)/target
+# One cargo target per kind of checkout (dev, ci): see toolchain.env.checkout_kind.
+export TILEPORT_CHECKOUT_KIND ?= dev
+export CARGO_TARGET_DIR ?= $(CACHE)/target-$(TILEPORT_CHECKOUT_KIND)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 RUST_ENV = eval "$$($(TILEPORT) env --shell)"
 

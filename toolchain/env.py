@@ -24,8 +24,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TILEPORT_CACHE", Path.home() / ".cache" / "tileport"))
 
 
+def checkout_kind() -> str:
+    """`dev` or `ci` (TILEPORT_CHECKOUT_KIND): each kind of checkout builds into cargo
+    target directories of its own. The toolchain's paths (in its venv) are in the
+    environment of build scripts, so two checkouts sharing a target rebuild each
+    other's crates."""
+    return os.environ.get("TILEPORT_CHECKOUT_KIND", "dev")
+
+
 def cargo_target_dir() -> Path:
-    return Path(os.environ.get("CARGO_TARGET_DIR", cache_dir() / "target"))
+    default = cache_dir() / f"target-{checkout_kind()}"
+    return Path(os.environ.get("CARGO_TARGET_DIR", default))
 
 
 def rs_export_binary() -> Path:

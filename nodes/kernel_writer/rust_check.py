@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolchain.env import KERNELS_RS, cache_dir, toolchain_env
+from toolchain.env import KERNELS_RS, cache_dir, checkout_kind, toolchain_env
 
 CRATE_NAME = "tileport-kernel-check"
 TARGET_DIR_NAME = "kernel-check-target"
@@ -56,7 +56,7 @@ def check_kernel_rs(kernel_rs: Path, timeout_s: float = 600.0) -> RustCheck:
             shutil.copyfile(lock, crate / "Cargo.lock")
         shutil.copyfile(kernel_rs, crate / "lib.rs")
         env = toolchain_env()
-        env["CARGO_TARGET_DIR"] = str(cache_dir() / TARGET_DIR_NAME)
+        env["CARGO_TARGET_DIR"] = str(cache_dir() / f"{TARGET_DIR_NAME}-{checkout_kind()}")
         try:
             done = subprocess.run(
                 [cargo, "build", "--release", "--quiet", "--offline"],

@@ -30,9 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.spec_writer.writer import KernelSpec, group_by_kernel, read_signature_hints
+from nodes.spec_writer.writer import KernelSpec, group_by_kernel
 from schemas.launch_capture import LaunchRecord, read_launch_records
-from schemas.port_spec import load_port_spec, spec_relative
+from schemas.port_spec import Hints, load_port_spec, spec_relative
 from schemas.reference_export import Specialisation
 from toolchain.reference_export import (
     ReferenceExportError,
@@ -130,10 +130,15 @@ class SignatureFidelity:
 
 
 def check_launches(
-    records: list[LaunchRecord], source_root: Path, signatures: dict[str, str]
+    records: list[LaunchRecord],
+    source_root: Path,
+    signatures: dict[str, str],
+    modules: dict[str, str] | None = None,
 ) -> list[SignatureFidelity]:
-    """Per kernel: every recorded signature exported as demangled, and every record's own
+    """Per kernel: every recorded signature (symbol -> hints; `modules` names each one's
+    module, by its last component) exported as demangled, and every record's own
     specialisation exported and compared with the signature it names."""
+    modules = modules or {}
     tree = SourceTree(source_root)
     results = []
     for launches in group_by_kernel(records):
@@ -143,10 +148,20 @@ def check_launches(
             symbol = kernel.symbol_of(record)
             if symbol in signatures and symbol not in own:
                 own[symbol] = kernel.launch_specialisation(record, f"r{len(own)}")
+        stem = kernel.module.rpartition(".")[2]
         theirs = [
-            Specialisation(variant=f"s{i}", params={}, demangle=symbol)
+            Specialisation(
+                variant=f"s{i}",
+                params={},
+                hints=Hints(**hints) if (hints := kernel.host_hints(signatures[symbol])) else None,
+                demangle=symbol,
+            )
             for i, symbol in enumerate(
-                sorted(s for s in signatures if s.startswith(f"{kernel.kernel}_K"))
+                sorted(
+                    s
+                    for s in signatures
+                    if modules.get(s, stem) == stem and s.startswith(f"{kernel.kernel}_K")
+                )
             )
         ]
         results.append(_compare(kernel, own, theirs))
@@ -211,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nodes.spec_writer.fidelity")
     parser.add_argument("specs", type=Path, nargs="?", help="a folder of generated specs")
     parser.add_argument("--signatures", type=Path, required=True)
-    parser.add_argument("--launches", type=Path, help="check every recorded signature")
+    parser.add_argument(
+        "--launches", type=Path, action="append", help="check every recorded signature (repeat)"
+    )
     parser.add_argument("--source-root", type=Path, help="with --launches")
     args = parser.parse_args(argv)
     if args.launches is not None:
@@ -236,10 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if good == len(results) else 1
 
 
-def _all_signatures(launches: Path, source_root: Path, signatures: Path) -> int:
+def _all_signatures(launches: list[Path], source_root: Path, signatures: Path) -> int:
     start = time.perf_counter()
+    entries = [json.loads(line) for line in signatures.read_text().splitlines() if line.strip()]
     results = check_launches(
-        read_launch_records(launches), source_root, read_signature_hints(signatures)
+        [record for path in launches for record in read_launch_records(path)],
+        source_root,
+        {e["symbol"]: e.get("hints", "") for e in entries},
+        {e["symbol"]: e["module"] for e in entries if "module" in e},
     )
     for r in results:
         print(

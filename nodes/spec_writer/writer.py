@@ -262,6 +262,10 @@ class KernelSpec:
         text = record.hints or self.signature_hints.get(record.symbol or "", None)
         if text is None:
             text = self.signature_hints.get(self.symbol_of(record), None)
+        return self.host_hints(text)
+
+    def host_hints(self, text: str | None) -> dict[str, int]:
+        """The part of an entry's hints (as Tile IR prints them) that the host set."""
         parsed = parse_hints(text)
         if set(parsed) - {"default"}:
             return {}
