@@ -11,8 +11,8 @@ lines go to stderr. Exit codes (also in `tileport convert --help`):
     1  the run completed but the final gate failed
     2  bad input: the spec file is missing, unreadable or invalid
     3  a stage stopped the run before the GPU boundary
-    4  stopped at the GPU boundary: everything that needs no GPU passed and
-       correctness is BLOCKED (env); nothing ran on a GPU
+    4  awaiting a GPU: everything that needs no GPU passed and the run stopped
+       at the GPU boundary (gate AWAITING_GPU); nothing ran on a GPU
     5  the pipeline itself failed: a stage is missing or raised
 """
 
@@ -61,8 +61,8 @@ EXIT_MEANINGS: Final[dict[ExitCode, str]] = {
     ExitCode.GATE_FAIL: "the run completed but the final gate failed",
     ExitCode.BAD_INPUT: "bad input: the spec file is missing, unreadable or invalid",
     ExitCode.STOPPED: "a stage stopped the run before the GPU boundary",
-    ExitCode.GPU_BOUNDARY: "stopped at the GPU boundary: everything that needs no GPU passed; "
-    "nothing ran on a GPU",
+    ExitCode.GPU_BOUNDARY: "awaiting a GPU: everything that needs no GPU passed and the run "
+    "stopped at the GPU boundary; nothing ran on a GPU",
     ExitCode.PIPELINE_ERROR: "the pipeline itself failed: a stage is missing or raised",
 }
 

@@ -62,14 +62,18 @@ def run_pipeline(
     durability: Durability | None = "sync" if checkpointer is not None else None
     pending = _pending_state(graph, config) if checkpointer is not None else None
     if pending is not None:
-        _check_same_run(pending, spec_path, layout)
+        check_same_run(pending, spec_path, layout)
         layout.ensure()
         result = graph.invoke(None, config, durability=durability)
     else:
         layout.prepare_fresh()
         initial = _initial_state(spec_path, layout, options)
         result = graph.invoke(as_graph_input(initial), config, durability=durability)
-    final = PipelineState.model_validate(result)
+    return write_summary(PipelineState.model_validate(result), layout)
+
+
+def write_summary(final: PipelineState, layout: RunLayout) -> RunSummary:
+    """reports/summary.json of a run whose graph has ended."""
     summary = _summary(final, layout)
     write_text_atomic(layout.summary_path, summary.model_dump_json(indent=2) + "\n")
     return summary
@@ -89,7 +93,7 @@ def _pending_state(graph: PipelineGraph, config: RunnableConfig) -> PipelineStat
     return PipelineState.model_validate(snapshot.values)
 
 
-def _check_same_run(pending: PipelineState, spec_path: Path, layout: RunLayout) -> None:
+def check_same_run(pending: PipelineState, spec_path: Path, layout: RunLayout) -> None:
     if Path(pending.run_dir) != layout.root or Path(pending.spec_path) != spec_path:
         raise ResumeMismatch(
             f"the unfinished run {pending.run_id} is for {pending.spec_path} in "

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from schemas.kernel_writer import REPORT_FILE as PORT_REPORT_FILE
+from schemas.kernel_writer import PortReport
 from schemas.pipeline import Outcome, Stage, StageRecord
 from schemas.reports import (
     PRIMARY_REPORT,
@@ -67,17 +69,30 @@ def run_final_gate(state: PipelineState) -> StageResult:
     _check_outcome(audit)
     _load_stage_reports(audit)
     _check_delivery_chain(audit)
-    passed = all(check.passed for check in audit.checks)
-    failures = [check.name for check in audit.checks if not check.passed]
+    failures = [check for check in audit.checks if not check.passed]
+    boundary = _reached_gpu_boundary(audit)
+    if not failures:
+        verdict, summary = GateVerdict.PASS, "every check passed"
+    elif boundary:
+        verdict = GateVerdict.AWAITING_GPU
+        summary = (
+            "awaiting a GPU: every check that needs no GPU passed; correctness and "
+            "performance are still to be shown by a GPU run of the bundle"
+        )
+    else:
+        verdict = GateVerdict.FAIL
+        summary = f"{len(failures)} of {len(audit.checks)} checks not met: " + "; ".join(
+            f"{check.name} ({check.detail})" if check.detail else check.name for check in failures
+        )
     report = GateReport(
         run_id=state.run_id,
         attempt=state.next_attempt(Stage.FINAL_GATE),
-        verdict=GateVerdict.PASS if passed else GateVerdict.FAIL,
+        verdict=verdict,
         outcome=state.outcome or Outcome.STOP,
         checks=audit.checks,
-        reached_gpu_boundary=_reached_gpu_boundary(audit),
+        reached_gpu_boundary=boundary,
         headline=_headline(audit, len(failures)),
-        summary="every check passed" if passed else f"failed: {', '.join(failures)}",
+        summary=summary,
     )
     return StageResult(report=report)
 
@@ -252,4 +267,17 @@ def _headline(audit: _Audit, failures: int) -> Headline:
     diff = audit.report(Stage.IR_DIFF_ANALYST)
     if isinstance(diff, DiffAnalysisReport) and (level := diff.level()) is not None:
         headline["ir_sameness"] = level.value
+    if (line := _writer_level(audit)) is not None:
+        headline["level"] = line
     return headline
+
+
+def _writer_level(audit: _Audit) -> str | None:
+    """The level the kernel writer proved per configuration (its port_report.json)."""
+    if not isinstance(audit.report(Stage.KERNEL_WRITER), KernelWriterReport):
+        return None
+    path = audit.layout.generated_dir / PORT_REPORT_FILE
+    try:
+        return PortReport.model_validate_json(path.read_text(encoding="utf-8")).level_line()
+    except (OSError, ValueError):
+        return None

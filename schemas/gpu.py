@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 LIBRARY_FILE = "libtileport_kernels.so"
 WRAPPER_MODULE = "tileport_kernels"
+RESULT_FILES = ("correctness.json", "perf.json", "gpu_run.json", "summary.md")
+"""What `tileport gpu-run` writes into its result folder."""
 
 
 class _Strict(BaseModel):
@@ -232,6 +234,11 @@ class GpuRunReport(_Strict):
     notes: list[str] = Field(default_factory=list, description="Phases that failed, and why.")
     geomean_line: str = ""
     elapsed_s: float = Field(ge=0)
+    bundle_sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="sha256 of the bundle's manifest.json this run was made from.",
+    )
 
     @model_validator(mode="after")
     def _gpu_claims_need_a_gpu(self) -> Self:

@@ -139,6 +139,32 @@ class PortReport(_Strict):
     def sass_identical(self) -> bool:
         return bool(self.checks) and all(c.sass_identical for c in self.checks)
 
+    def level_line(self) -> str | None:
+        """The sameness reached, in one phrase: `IR exact, SASS-identical sm_90/sm_100`,
+        `IR exact on 5 of 7 configurations, SASS-identical sm_90/sm_100 on all 7`, or the
+        count of each level when some configuration is neither."""
+        if not self.checks:
+            return None
+        count = len(self.checks)
+        levels = [check.level for check in self.checks]
+        if any(level not in COMPILED_LEVELS for level in levels):
+            tally = ", ".join(f"{levels.count(level)} {level}" for level in dict.fromkeys(levels))
+            return f"IR level of {count} configurations: {tally}"
+        common = set.intersection(
+            *({t.target for t in check.targets if t.sass_identical} for check in self.checks)
+        )
+        ordered = [t for t in REQUIRED_TARGETS if t in common]
+        targets = "/".join(ordered + sorted(common - set(ordered)))
+        exact = levels.count("exact")
+        if exact == count:
+            return f"IR exact, SASS-identical {targets}"
+        if exact == 0:
+            return f"SASS-identical {targets} (IR text differs)"
+        return (
+            f"IR exact on {exact} of {count} configurations, "
+            f"SASS-identical {targets} on all {count}"
+        )
+
     @model_validator(mode="after")
     def _verdict_matches_checks(self) -> Self:
         if self.verdict is KernelWriterVerdict.COMPILED:

@@ -708,6 +708,10 @@ class GateReport(StageReport):
         all_passed = all(check.passed for check in self.checks)
         if (self.verdict is GateVerdict.PASS) != all_passed:
             raise ValueError("the gate passes exactly when every check passes")
+        if (self.verdict is GateVerdict.AWAITING_GPU) != (
+            self.reached_gpu_boundary and not all_passed
+        ):
+            raise ValueError("AWAITING_GPU is exactly a run that stopped at the GPU boundary")
         if self.verdict is GateVerdict.PASS and self.outcome is not Outcome.COMPLETE:
             raise ValueError("a stopped run cannot pass the gate")
         return self

@@ -82,6 +82,8 @@ class InvestigationVerdict(StrEnum):
 class GateVerdict(StrEnum):
     PASS = "PASS"
     FAIL = "FAIL"
+    AWAITING_GPU = "AWAITING_GPU"
+    """Everything that needs no GPU passed; correctness and perf wait for a GPU run."""
 
 
 class SamenessLevel(StrEnum):

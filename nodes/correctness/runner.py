@@ -82,6 +82,7 @@ EXIT_FAILED = 1
 EXIT_BLOCKED = 2
 EXIT_BAD_BUNDLE = 3
 HOST_OVERHEAD_CALLS = 200
+MANIFEST_FILE = "manifest.json"
 
 T = TypeVar("T")
 
@@ -103,7 +104,7 @@ class Bundle:
 
 
 def load_bundle(root: Path) -> Bundle:
-    manifest_path = root / "manifest.json"
+    manifest_path = root / MANIFEST_FILE
     try:
         manifest = BundleManifest.model_validate_json(manifest_path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -887,6 +888,8 @@ def run_bundle(root: Path, out: Path, perf_anyway: bool = False) -> RunOutcome:
         outcome = blocked_outcome(bundle.manifest, environment, started)
     else:
         outcome = gpu_outcome(context, perf_anyway, started)
+    digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
+    outcome.run = outcome.run.model_copy(update={"bundle_sha256": digest})
     write_outcome(outcome, out)
     return outcome
 

@@ -191,16 +191,22 @@ def test_stopped_run_fails_and_names_where(tmp_path: Path) -> None:
     state = final_state(tmp_path, {Stage.ANALYZER: [Step("BLOCKED")]})
     report = _gate(state)
     failed = _failed(report)
+    assert report.verdict is GateVerdict.FAIL
     assert failed["run completed"] == "the routed run ended in stop after analyzer said BLOCKED"
+    assert report.summary.startswith(
+        f"{len(failed)} of {len(report.checks)} checks not met: run completed (the routed run "
+        "ended in stop after analyzer said BLOCKED); "
+    )
     assert failed["kernel_writer COMPILED"] == "did not run"
     assert report.headline["stopped_after"] == "analyzer: BLOCKED"
 
 
-def test_gpu_boundary_is_reported_but_does_not_pass(tmp_path: Path) -> None:
+def test_gpu_boundary_awaits_a_gpu_and_does_not_pass(tmp_path: Path) -> None:
     state = final_state(tmp_path, {Stage.HOST_BUILDER: [Step("BLOCKED", "env")]})
     report = _gate(state)
-    assert report.verdict is GateVerdict.FAIL
+    assert report.verdict is GateVerdict.AWAITING_GPU
     assert report.reached_gpu_boundary
+    assert report.summary.startswith("awaiting a GPU: every check that needs no GPU passed")
     host = load_report(HostBuildReport, state.layout())
     assert host.host_part_passed()
 

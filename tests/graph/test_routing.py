@@ -109,7 +109,7 @@ def test_kernel_class_or_missing_class_goes_to_c(tmp_path: Path, step: Step) -> 
 def test_blocked_env_stops_and_says_so(tmp_path: Path) -> None:
     summary, _ = run_script(tmp_path, {Stage.HOST_BUILDER: [Step("BLOCKED", "env")]})
     assert (path_of(summary), summary.outcome) == ([P, A, B, D, G], Outcome.STOP)
-    assert summary.gate_verdict == "FAIL"
+    assert summary.gate_verdict == "AWAITING_GPU"
     assert summary.headline["gpu"] == "Nothing was run on a GPU: correctness is unproven."
 
 

@@ -91,7 +91,7 @@ def test_json_summary_is_machine_readable(tmp_path: Path) -> None:
     summary = json.loads(out)  # stdout holds the JSON only
     assert code == summary["exit_code"] == ExitCode.GPU_BOUNDARY
     assert summary["reached_gpu_boundary"] is True
-    assert summary["outcome"] == "stop" and summary["gate_verdict"] == "FAIL"
+    assert summary["outcome"] == "stop" and summary["gate_verdict"] == "AWAITING_GPU"
     assert [s["stage"] for s in summary["stages"]][-2:] == ["host_builder", "final_gate"]
     assert summary["stages"][3]["verdict_class"] == "env"
     assert any(f["check"] == "run completed" for f in summary["gate_failures"])
