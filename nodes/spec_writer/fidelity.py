@@ -27,7 +27,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodes.spec_writer.writer import KernelSpec, group_by_kernel
@@ -127,6 +127,7 @@ class SignatureFidelity:
     records: int
     identical: int
     problems: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def check_launches(
@@ -144,10 +145,20 @@ def check_launches(
     for launches in group_by_kernel(records):
         kernel = KernelSpec(tree, launches, signatures)
         own: dict[str, Specialisation] = {}
+        disagree: list[str] = []
         for record in launches.records:
             symbol = kernel.symbol_of(record)
-            if symbol in signatures and symbol not in own:
-                own[symbol] = kernel.launch_specialisation(record, f"r{len(own)}")
+            if symbol not in signatures or symbol in own:
+                continue
+            if record.hints is not None and record.hints != signatures[symbol]:
+                # An autotuned kernel: another run compiled the same signature with other
+                # hints, so the two recordings describe different entries.
+                disagree.append(
+                    f"{symbol}: recorded with hints {record.hints}, signed with "
+                    f"{signatures[symbol]}; not compared"
+                )
+                continue
+            own[symbol] = kernel.launch_specialisation(record, f"r{len(own)}")
         stem = kernel.module.rpartition(".")[2]
         theirs = [
             Specialisation(
@@ -164,7 +175,9 @@ def check_launches(
                 )
             )
         ]
-        results.append(_compare(kernel, own, theirs))
+        result = _compare(kernel, own, theirs)
+        result.notes += disagree
+        results.append(result)
     return results
 
 
@@ -269,6 +282,8 @@ def _all_signatures(launches: list[Path], source_root: Path, signatures: Path) -
         )
         for problem in r.problems:
             print(f"    {problem}")
+        for note in r.notes:
+            print(f"    note: {note}")
     totals = [
         sum(getattr(r, f) for r in results)
         for f in ("signatures", "exported", "records", "identical")
