@@ -60,7 +60,10 @@ class LibraryOperator(_Strict):
     """One operator of the aggregated library and where its sources are."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    spec: str = Field(description="Port spec, relative to the repository root.")
+    spec: str = Field(
+        description="Port spec, relative to the repository root; absolute for an operator "
+        "a run's workspace binds from a spec outside it (the run's input folder)."
+    )
     kernel: str = Field(description="Kernel source, relative to the crate's src/.")
     rust_module_path: str = Field(description="e.g. crate::softmax::softmax_port")
     entries: dict[str, str] | None = Field(
@@ -75,7 +78,8 @@ class LibraryOperator(_Strict):
 
 
 class LibraryManifest(_Strict):
-    """`kernels_rs/ported/src/ffi/operators.json`: the operators the library exports."""
+    """`src/ffi/operators.json` of a library crate (the checkout's `kernels_rs/ported`,
+    or a run's workspace copy of it): the operators the library exports."""
 
     abi_version: int
     operators: list[LibraryOperator] = Field(default_factory=list)

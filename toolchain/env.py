@@ -37,6 +37,13 @@ def cargo_target_dir() -> Path:
     return Path(os.environ.get("CARGO_TARGET_DIR", default))
 
 
+def workspace_target_dir() -> Path:
+    """Where the kernel library's workspaces (one per run, copied from the checkout)
+    build: a target directory of their own, since their crate has the checkout's
+    package name and library file name, which would replace the checkout's build."""
+    return cargo_target_dir() / "workspaces"
+
+
 def rs_export_binary() -> Path:
     return cargo_target_dir() / "release" / "tileport-rs-export"
 

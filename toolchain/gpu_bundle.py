@@ -16,8 +16,10 @@ this repository it imports, and `run.py`:
       py/nodes/..., py/schemas/..., py/toolchain/...   the runner and its imports
       spec/<op>.port.yaml, spec/<kernel>.py, spec/<reference module>.py
 
-The library is rebuilt first if a source is newer, and loaded here through the
-wrapper (no GPU needed) so a stale build never travels.
+The library is the one a workspace built (`nodes.host_builder.library`): stage
+D's in the run directory, or, from the command line, a temporary copy of the
+checkout's. It is rebuilt first if a source is newer, and loaded here through
+the wrapper (no GPU needed) so a stale build never travels.
 """
 
 from __future__ import annotations
@@ -30,20 +32,23 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from modulefinder import ModuleFinder
 from pathlib import Path
 
 from nodes.host_builder.binding import kernel_parameter_order
 from nodes.host_builder.library import (
-    WRAPPER_PATH,
+    LibraryBuildError,
+    LibraryCrate,
+    create_workspace,
     ensure_built,
     load_wrapper,
     read_manifest,
 )
 from schemas.gpu import LIBRARY_FILE, WRAPPER_MODULE, BundleFile, BundleManifest
 from schemas.port_spec import PortSpec, load_port_spec, spec_relative
-from toolchain.env import KERNELS_RS, REPO_ROOT
+from toolchain.env import REPO_ROOT
 
 RUNNER_MODULE = REPO_ROOT / "nodes" / "correctness" / "runner.py"
 OWN_PACKAGES = ("app", "graph", "nodes", "schemas", "tileir", "toolchain")
@@ -134,8 +139,8 @@ def _torch_equivalent(spec: PortSpec, spec_path: Path, choice: str | None) -> st
     return function
 
 
-def _crate_versions() -> dict[str, str]:
-    lock = (KERNELS_RS / "Cargo.lock").read_text(encoding="utf-8")
+def _crate_versions(crate: LibraryCrate) -> dict[str, str]:
+    lock = (crate.workspace / "Cargo.lock").read_text(encoding="utf-8")
     versions: dict[str, str] = {}
     for name, version in re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock):
         if name.startswith("cutile") or name in ("cuda-async", "cuda-core", "tileport-kernels"):
@@ -143,7 +148,7 @@ def _crate_versions() -> dict[str, str]:
     return versions
 
 
-def _built_on(fingerprint: int) -> dict[str, str]:
+def _built_on(crate: LibraryCrate, fingerprint: int) -> dict[str, str]:
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True, check=False)
     libc, libc_version = platform.libc_ver()
     return {
@@ -151,7 +156,7 @@ def _built_on(fingerprint: int) -> dict[str, str]:
         "python": platform.python_version(),
         "rustc": rustc.stdout.strip() or "unknown",
         "cdef fingerprint": hex(fingerprint),
-        **_crate_versions(),
+        **_crate_versions(crate),
     }
 
 
@@ -163,6 +168,7 @@ def _digest(root: Path, relative: str) -> BundleFile:
 def build_bundle(
     spec_path: Path,
     out: Path,
+    crate: LibraryCrate,
     *,
     run_id: str = "standalone",
     attempt: int = 1,
@@ -171,24 +177,24 @@ def build_bundle(
     warmup: int = DEFAULT_WARMUP,
     torch_equivalent: str | None = "reference",
 ) -> BuiltBundle:
-    """Writes the bundle of the operator `spec_path` describes into `out` (emptied).
-    `torch_equivalent` is `module:function` beside the spec, "reference" for the
-    spec's correctness reference (plain PyTorch in this corpus), or None."""
+    """Writes the bundle of the operator `spec_path` describes into `out` (emptied),
+    with the library of `crate`, which must hold the operator. `torch_equivalent` is
+    `module:function` beside the spec, "reference" for the spec's correctness
+    reference (plain PyTorch in this corpus), or None."""
     spec = load_port_spec(spec_path)
-    library_manifest = read_manifest()
-    if spec.name not in {op.name for op in library_manifest.operators}:
+    if spec.name not in {op.name for op in read_manifest(crate).operators}:
         raise BundleBuildError(
-            f"operator {spec.name!r} is not in the library: add it with "
-            f"`python -m nodes.host_builder add {spec_path}`"
+            f"operator {spec.name!r} is not in the library: `tileport convert {spec_path}` "
+            "ports it and writes its bundle (host/bundle/ of the run)"
         )
-    library = ensure_built()
-    wrapper = load_wrapper(WRAPPER_PATH)
+    library = ensure_built(crate)
+    wrapper = load_wrapper(crate.wrapper_path)
     wrapper.Library(library)  # refuses a library built from another cdef
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     _strip(library, out / "lib" / LIBRARY_FILE)
-    _copy(WRAPPER_PATH, out / "py" / f"{WRAPPER_MODULE}.py")
+    _copy(crate.wrapper_path, out / "py" / f"{WRAPPER_MODULE}.py")
     for module in runner_modules():
         _copy(module, out / "py" / module.relative_to(REPO_ROOT.resolve()))
     source = spec_relative(spec_path, spec.source)
@@ -215,7 +221,7 @@ def build_bundle(
         library=f"lib/{LIBRARY_FILE}",
         wrapper=f"py/{WRAPPER_MODULE}.py",
         files=[_digest(out, relative) for relative in files],
-        built_on=_built_on(int(wrapper.FINGERPRINT)),
+        built_on=_built_on(crate, int(wrapper.FINGERPRINT)),
         seeds=list(seeds),
         perf_repetitions=repetitions,
         perf_warmup=warmup,
@@ -244,18 +250,21 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_from_args(args: argparse.Namespace) -> int:
+    """Bundles an operator of the checkout's library, built in a temporary workspace."""
     try:
-        built = build_bundle(
-            args.spec.resolve(),
-            args.out,
-            run_id=args.run_id,
-            attempt=args.attempt,
-            seeds=tuple(args.seeds),
-            repetitions=args.repetitions,
-            warmup=args.warmup,
-            torch_equivalent=None if args.torch_equivalent == "none" else args.torch_equivalent,
-        )
-    except (BundleBuildError, ValueError, OSError) as exc:
+        with tempfile.TemporaryDirectory(prefix="tileport-bundle-") as scratch:
+            built = build_bundle(
+                args.spec.resolve(),
+                args.out,
+                create_workspace(Path(scratch) / "kernels_rs"),
+                run_id=args.run_id,
+                attempt=args.attempt,
+                seeds=tuple(args.seeds),
+                repetitions=args.repetitions,
+                warmup=args.warmup,
+                torch_equivalent=None if args.torch_equivalent == "none" else args.torch_equivalent,
+            )
+    except (BundleBuildError, LibraryBuildError, ValueError, OSError) as exc:
         print(f"gpu bundle: {exc}", file=sys.stderr)
         return 1
     print(

@@ -1,4 +1,4 @@
-"""The host builder by hand.
+"""The host builder by hand, on the checkout's library (kernels_rs/ported).
 
 python -m nodes.host_builder add SPEC --kernel src/softmax.rs --module crate::softmax::softmax_port
 python -m nodes.host_builder regenerate      # every generated file, from operators.json
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nodes.host_builder.binding import BindingError, bind_operator
 from nodes.host_builder.library import (
-    CRATE_DIR,
+    CHECKOUT,
     LibraryBuildError,
     add_operator,
     ensure_built,
@@ -29,18 +29,18 @@ from schemas.port_spec import PortSpecError, load_port_spec
 
 def _add(args: argparse.Namespace) -> int:
     spec_path = args.spec.resolve()
-    kernel = (CRATE_DIR / args.kernel).resolve()
+    kernel = (CHECKOUT.root / args.kernel).resolve()
     try:
         binding = bind_operator(
             load_port_spec(spec_path), spec_path, parse_kernel_source(kernel), args.module
         )
+        with library_lock():
+            generated = add_operator(CHECKOUT, binding)
     except (BindingError, RustSourceError, PortSpecError) as exc:
         print(f"cannot bind: {exc}", file=sys.stderr)
         return 1
-    with library_lock():
-        generated = add_operator(binding)
     for path in generated.written:
-        print(f"wrote {path.relative_to(CRATE_DIR)}")
+        print(f"wrote {path.relative_to(CHECKOUT.root)}")
     missing = binding.unsupported_dtypes()
     if missing:
         print(f"note: the port takes none of {missing}")
@@ -49,16 +49,16 @@ def _add(args: argparse.Namespace) -> int:
 
 def _regenerate(_: argparse.Namespace) -> int:
     with library_lock():
-        generated = generate_library(read_manifest())
+        generated = generate_library(CHECKOUT, read_manifest(CHECKOUT))
     for path in generated.written:
-        print(f"wrote {path.relative_to(CRATE_DIR)}")
+        print(f"wrote {path.relative_to(CHECKOUT.root)}")
     return 0
 
 
 def _check(_: argparse.Namespace) -> int:
-    stale = stale_generated()
+    stale = stale_generated(CHECKOUT)
     for path in stale:
-        print(f"stale: {path.relative_to(CRATE_DIR)}")
+        print(f"stale: {path.relative_to(CHECKOUT.root)}")
     return 1 if stale else 0
 
 

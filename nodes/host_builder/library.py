@@ -1,6 +1,13 @@
 """The aggregated kernel library: its generated C ABI, its wrapper, its build.
 
-Layout inside the `ported` crate (everything under `src/ffi/` except
+The library is the `ported` crate of a cargo workspace (`LibraryCrate`). The
+checkout's own (`kernels_rs/`, `CHECKOUT`) changes only by hand
+(`python -m nodes.host_builder`). A conversion never writes there: stage D and
+`tileport gpu-bundle` copy the checkout's workspace into one of their own
+(`create_workspace`: in the run directory, or a temporary one), add the run's
+operator there and build that.
+
+Layout inside a `ported` crate (everything under `src/ffi/` except
 `runtime.rs` is generated; `operators.json` lists the operators):
 
     src/ffi/mod.rs          module list, the cdef and its fingerprint
@@ -10,9 +17,15 @@ Layout inside the `ported` crate (everything under `src/ffi/` except
     src/ffi/kernels/<op>.rs kernels the pipeline wrote, copied in as they are
     src/ffi/operators.json  the manifest
     python/tileport_kernels.py   the cffi wrapper
+    python/libtileport_kernels.so  (a workspace's) the library it built
     tests/pipeline/         the plain-Rust pipeline check, one module per operator
 
-Generation and build run under one file lock, so concurrent host stages
+Builds: the checkout's crate builds into the cache's target directory
+(`cargo_target_dir()`); every workspace builds into one target directory of
+their own beside it (`workspace_target_dir()`), where the dependencies are
+compiled once for all of them and only the crate itself recompiles when a
+workspace's sources differ from the last ones built there. Generation in the
+checkout and every build run under one file lock, so concurrent host stages
 never interleave writes or builds. The build is lazy: `ensure_built` rebuilds
 only when a kernel or manifest source is newer than the library.
 """
@@ -27,6 +40,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,7 +51,13 @@ from types import ModuleType
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from nodes.host_builder import abi
-from nodes.host_builder.binding import OperatorBinding, bind_operator, divisibility, plan_for
+from nodes.host_builder.binding import (
+    BindingError,
+    OperatorBinding,
+    bind_operator,
+    divisibility,
+    plan_for,
+)
 from nodes.host_builder.ffi_gen import TEMPLATES, generate_operator_rs
 from nodes.host_builder.rust_entry import parse_kernel_source
 from schemas.gpu import (
@@ -48,19 +69,21 @@ from schemas.gpu import (
     LibraryScalar,
 )
 from schemas.port_spec import ITEMSIZE, load_port_spec
-from toolchain.env import KERNELS_RS, REPO_ROOT, cache_dir, cargo_target_dir, toolchain_env
+from toolchain.env import (
+    KERNELS_RS,
+    REPO_ROOT,
+    cache_dir,
+    cargo_target_dir,
+    toolchain_env,
+    workspace_target_dir,
+)
 
-CRATE_DIR = KERNELS_RS / "ported"
-SRC_DIR = CRATE_DIR / "src"
-LIBRARY_SPECS = CRATE_DIR / "specs"
-FFI_DIR = SRC_DIR / "ffi"
-KERNELS_DIR = FFI_DIR / "kernels"
+CRATE_MEMBER = "ported"
 INSTALLED_PREFIX = "ffi/kernels/"
-MANIFEST_PATH = FFI_DIR / "operators.json"
-WRAPPER_PATH = CRATE_DIR / "python" / "tileport_kernels.py"
-PIPELINE_DIR = CRATE_DIR / "tests" / "pipeline"
 CRATE_PACKAGE = "tileport-kernels"
 BUILD_TIMEOUT_S = 1800
+# In the workspace target directory: the digest of the sources built there last.
+LAST_BUILT_SOURCES = "last-built-sources"
 
 
 class LibraryBuildError(RuntimeError):
@@ -69,12 +92,67 @@ class LibraryBuildError(RuntimeError):
         self.log = log
 
 
-# --- locking and staleness ----------------------------------------------------------
+@dataclass(frozen=True)
+class LibraryCrate:
+    """The library crate of one cargo workspace: the checkout's (`kernels_rs/`), or a
+    workspace made from it for one run."""
+
+    workspace: Path
+
+    @property
+    def root(self) -> Path:
+        return self.workspace / CRATE_MEMBER
+
+    @property
+    def src_dir(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def ffi_dir(self) -> Path:
+        return self.src_dir / "ffi"
+
+    @property
+    def kernels_dir(self) -> Path:
+        return self.ffi_dir / "kernels"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.ffi_dir / "operators.json"
+
+    @property
+    def wrapper_path(self) -> Path:
+        return self.root / "python" / "tileport_kernels.py"
+
+    @property
+    def pipeline_dir(self) -> Path:
+        return self.root / "tests" / "pipeline"
+
+    @property
+    def in_checkout(self) -> bool:
+        return self.workspace.resolve() == KERNELS_RS.resolve()
+
+    @property
+    def target_dir(self) -> Path:
+        return cargo_target_dir() if self.in_checkout else workspace_target_dir()
+
+    @property
+    def library_path(self) -> Path:
+        """The built library: the checkout's where cargo leaves it, a workspace's beside
+        its wrapper (cargo's copy in the shared target directory is the next build's)."""
+        if self.in_checkout:
+            return self.target_dir / "release" / LIBRARY_FILE
+        return self.wrapper_path.with_name(LIBRARY_FILE)
+
+
+CHECKOUT = LibraryCrate(KERNELS_RS)
+
+
+# --- locking, workspaces and staleness ---------------------------------------------
 
 
 @contextmanager
 def library_lock() -> Iterator[None]:
-    """Exclusive across processes: generation and builds of the library."""
+    """Exclusive across processes: generation in the checkout, and every build."""
     path = cache_dir() / "locks" / "kernels-library.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
@@ -85,44 +163,121 @@ def library_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def library_path() -> Path:
-    return cargo_target_dir() / "release" / LIBRARY_FILE
+def create_workspace(root: Path) -> LibraryCrate:
+    """A fresh copy of the checkout's cargo workspace at `root` (emptied first): its
+    manifest and its lock (so builds stay `--locked`), the library crate with the
+    operators it holds, and every other member, never built but named by the lock."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    with library_lock():
+        manifest = tomllib.loads((KERNELS_RS / "Cargo.toml").read_text(encoding="utf-8"))
+        for name in ("Cargo.toml", "Cargo.lock"):
+            _copy_source(KERNELS_RS / name, root / name)
+        for member in manifest["workspace"]["members"]:
+            for path in sorted((KERNELS_RS / member).rglob("*")):
+                relative = path.relative_to(KERNELS_RS)
+                if path.is_file() and not {"__pycache__", "target"} & set(relative.parts):
+                    _copy_source(path, root / relative)
+    return LibraryCrate(root)
 
 
-def source_files() -> list[Path]:
+def _copy_source(source: Path, target: Path) -> None:
+    """The file's bytes and times, not its permissions (a read-only checkout gives a
+    workspace its run can write). Kept times let cargo take sources it built before
+    as built."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    status = source.stat()
+    os.utime(target, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+
+def source_files(crate: LibraryCrate) -> list[Path]:
     """What the library is built from: kernel and launcher sources and the manifests."""
-    files = [*sorted(SRC_DIR.rglob("*.rs")), MANIFEST_PATH]
-    files += [CRATE_DIR / "Cargo.toml", KERNELS_RS / "Cargo.toml", KERNELS_RS / "Cargo.lock"]
+    files = [*sorted(crate.src_dir.rglob("*.rs")), crate.manifest_path]
+    files += [crate.root / "Cargo.toml", crate.workspace / "Cargo.toml"]
+    files.append(crate.workspace / "Cargo.lock")
     return [path for path in files if path.exists()]
 
 
-def is_stale(library: Path | None = None) -> bool:
-    target = library or library_path()
+def is_stale(crate: LibraryCrate, library: Path | None = None) -> bool:
+    target = library or crate.library_path
     if not target.exists():
         return True
     built = target.stat().st_mtime
-    return any(path.stat().st_mtime > built for path in source_files())
+    return any(path.stat().st_mtime > built for path in source_files(crate))
 
 
-def build_library(log_path: Path | None = None) -> Path:
-    """`cargo build --release` of the crate's library (call under `library_lock`)."""
-    command = [
+def _workspace_inputs(crate: LibraryCrate) -> list[Path]:
+    """Every file of a workspace but its python/ folder (the wrapper, the library
+    delivered there): whatever cargo may read."""
+    python = crate.wrapper_path.parent
+    return sorted(
+        path
+        for path in crate.workspace.rglob("*")
+        if path.is_file() and not path.is_relative_to(python)
+    )
+
+
+def _claim_workspace_target(crate: LibraryCrate) -> None:
+    """Every workspace builds the same package at the same relative path into the one
+    workspace target directory, so they share the crate's compiled units there, and
+    cargo judges those by file times alone: a workspace whose files are older than
+    another's last build would pass for built. Unless the last build there was of
+    these very sources, their times become now, so cargo recompiles the crate (its
+    dependencies stay built). Call under `library_lock`."""
+    inputs = _workspace_inputs(crate)
+    digest = hashlib.sha256()
+    for path in inputs:
+        data = path.read_bytes()
+        name = path.relative_to(crate.workspace).as_posix()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    mark = crate.target_dir / LAST_BUILT_SOURCES
+    if mark.is_file() and mark.read_text(encoding="utf-8") == digest.hexdigest():
+        return
+    now = time.time()
+    for path in inputs:
+        os.utime(path, (now, now))
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    mark.write_text(digest.hexdigest(), encoding="utf-8")
+
+
+def _cargo_command(crate: LibraryCrate, subcommand: str, *selection: str) -> list[str]:
+    return [
         "cargo",
-        "build",
+        subcommand,
         "--release",
+        "--locked",
         "--manifest-path",
-        str(KERNELS_RS / "Cargo.toml"),
+        str(crate.workspace / "Cargo.toml"),
+        "--target-dir",
+        str(crate.target_dir),
         "-p",
         CRATE_PACKAGE,
-        "--lib",
+        *selection,
     ]
-    log = _run_cargo(command, log_path)
-    target = library_path()
-    if not target.exists():
-        raise LibraryBuildError(f"cargo reported success but {target} is missing", log)
-    # cargo leaves an up-to-date file untouched; mark it as newer than its sources.
-    os.utime(target)
-    return target
+
+
+def build_library(crate: LibraryCrate, log_path: Path | None = None) -> Path:
+    """`cargo build --release` of the crate's library (call under `library_lock`);
+    returns `crate.library_path`."""
+    if not crate.in_checkout:
+        _claim_workspace_target(crate)
+    log = _run_cargo(_cargo_command(crate, "build", "--lib"), log_path)
+    built = crate.target_dir / "release" / LIBRARY_FILE
+    if not built.exists():
+        raise LibraryBuildError(f"cargo reported success but {built} is missing", log)
+    if crate.in_checkout:
+        # cargo leaves an up-to-date file untouched; mark it as newer than its sources.
+        os.utime(built)
+        return built
+    # A new file, renamed into place: newer than its sources, and a copy already
+    # loaded in this process keeps its own pages.
+    partial = crate.library_path.with_name(f".{LIBRARY_FILE}.partial")
+    shutil.copyfile(built, partial)
+    os.replace(partial, crate.library_path)
+    return crate.library_path
 
 
 def _run_cargo(command: list[str], log_path: Path | None) -> str:
@@ -151,15 +306,16 @@ def _run_cargo(command: list[str], log_path: Path | None) -> str:
     return log
 
 
-def ensure_built(log_path: Path | None = None) -> Path:
-    """The library, rebuilt first (under the lock) if any source is newer."""
+def ensure_built(crate: LibraryCrate = CHECKOUT, log_path: Path | None = None) -> Path:
+    """The library, rebuilt first (under the lock) if any source is newer; the
+    checkout's by default (the generated wrapper's fallback inside the repository)."""
     with library_lock():
-        if is_stale():
-            return build_library(log_path)
-        return library_path()
+        if is_stale(crate):
+            return build_library(crate, log_path)
+        return crate.library_path
 
 
-def load_wrapper(path: Path = WRAPPER_PATH) -> ModuleType:
+def load_wrapper(path: Path) -> ModuleType:
     """Imports a generated wrapper from its file; each file gets its own module name."""
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(f"tileport_kernels_{digest}", path)
@@ -171,32 +327,22 @@ def load_wrapper(path: Path = WRAPPER_PATH) -> ModuleType:
     return module
 
 
-def run_pipeline_check(operator: str, log_path: Path | None = None) -> str:
+def run_pipeline_check(crate: LibraryCrate, operator: str, log_path: Path | None = None) -> str:
     """Runs the operator's plain-Rust pipeline check (cargo test); returns the log."""
-    command = [
-        "cargo",
-        "test",
-        "--release",
-        "--manifest-path",
-        str(KERNELS_RS / "Cargo.toml"),
-        "-p",
-        CRATE_PACKAGE,
-        "--test",
-        "pipeline",
-        "--",
-        f"{operator}::",
-    ]
+    command = _cargo_command(crate, "test", "--test", "pipeline", "--", f"{operator}::")
     with library_lock():
+        if not crate.in_checkout:
+            _claim_workspace_target(crate)
         return _run_cargo(command, log_path)
 
 
 # --- the manifest ------------------------------------------------------------------------
 
 
-def read_manifest() -> LibraryManifest:
-    if not MANIFEST_PATH.exists():
+def read_manifest(crate: LibraryCrate) -> LibraryManifest:
+    if not crate.manifest_path.exists():
         return LibraryManifest(abi_version=abi.ABI_VERSION)
-    return LibraryManifest.model_validate_json(MANIFEST_PATH.read_text(encoding="utf-8"))
+    return LibraryManifest.model_validate_json(crate.manifest_path.read_text(encoding="utf-8"))
 
 
 def library_arrays(binding: OperatorBinding) -> list[LibraryArray]:
@@ -229,12 +375,12 @@ def library_arrays(binding: OperatorBinding) -> list[LibraryArray]:
 
 
 def operator_entry(
-    binding: OperatorBinding, entries: dict[str, str] | None = None
+    crate: LibraryCrate, binding: OperatorBinding, entries: dict[str, str] | None = None
 ) -> LibraryOperator:
     return LibraryOperator(
         name=binding.operator,
-        spec=_library_spec(binding.spec_path, binding.operator),
-        kernel=binding.kernel_path.resolve().relative_to(SRC_DIR.resolve()).as_posix(),
+        spec=_recorded_spec(crate, binding.spec_path),
+        kernel=binding.kernel_path.resolve().relative_to(crate.src_dir.resolve()).as_posix(),
         rust_module_path=binding.rust_module_path,
         entries=entries,
         arrays=library_arrays(binding),
@@ -242,40 +388,35 @@ def operator_entry(
     )
 
 
-def _library_spec(path: Path, operator: str) -> str:
-    """The spec as the library records it, relative to the repository. A spec
-    from outside (a service run's input folder, which is deleted later) is
-    copied into the library first, so the library stays self-contained."""
+def _recorded_spec(crate: LibraryCrate, path: Path) -> str:
+    """The spec as the manifest records it: relative to the repository when it is in
+    it, else (a workspace's operator: a run's input folder) its absolute path. The
+    checkout's library holds operators of the repository only."""
     resolved, root = path.resolve(), REPO_ROOT.resolve()
     if resolved.is_relative_to(root):
         return resolved.relative_to(root).as_posix()
-    for known in read_manifest().operators:
-        recorded = REPO_ROOT / known.spec
-        same = known.name == operator and recorded.is_file()
-        if same and recorded.read_bytes() == resolved.read_bytes():
-            return known.spec
-    kept = LIBRARY_SPECS / f"{operator}.port.yaml"
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    if not kept.exists() or kept.read_bytes() != resolved.read_bytes():
-        shutil.copyfile(resolved, kept)
-    return kept.resolve().relative_to(root).as_posix()
+    if crate.in_checkout:
+        raise BindingError(
+            f"{path} is outside the repository: the checkout's library holds its own specs only"
+        )
+    return resolved.as_posix()
 
 
-def binding_of(operator: LibraryOperator) -> OperatorBinding:
+def binding_of(crate: LibraryCrate, operator: LibraryOperator) -> OperatorBinding:
     """Re-derive an operator's binding from its spec and kernel source."""
-    spec_path = REPO_ROOT / operator.spec
-    kernel = parse_kernel_source(SRC_DIR / operator.kernel)
+    spec_path = REPO_ROOT / operator.spec  # an absolute spec path stays as it is
+    kernel = parse_kernel_source(crate.src_dir / operator.kernel)
     return bind_operator(
         load_port_spec(spec_path), spec_path, kernel, operator.rust_module_path, operator.entries
     )
 
 
-def install_kernel(operator: str, source: Path) -> tuple[Path, str]:
+def install_kernel(crate: LibraryCrate, operator: str, source: Path) -> tuple[Path, str]:
     """Copies a kernel the pipeline wrote into the crate as `src/ffi/kernels/<op>.rs`
     (unchanged files keep their mtime); returns its path and Rust module path.
-    Call under `library_lock`."""
+    In the checkout, call under `library_lock`."""
     module = parse_kernel_source(source).module
-    target = KERNELS_DIR / f"{operator}.rs"
+    target = crate.kernels_dir / f"{operator}.rs"
     text = source.read_text(encoding="utf-8")
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -433,22 +574,22 @@ def _python_literal(value: object, depth: int = 0) -> str:
     return repr(value)
 
 
-def render_library(manifest: LibraryManifest) -> tuple[str, dict[Path, str]]:
-    """The cdef and the text of every generated file for `manifest`."""
-    bindings = [binding_of(op) for op in manifest.operators]
+def render_library(crate: LibraryCrate, manifest: LibraryManifest) -> tuple[str, dict[Path, str]]:
+    """The cdef and the text of every generated file of `crate` for `manifest`."""
+    bindings = [binding_of(crate, op) for op in manifest.operators]
     cdef = abi.library_cdef([b.abi for b in bindings])
     outputs: dict[Path, str] = {
-        FFI_DIR / "abi.rs": abi.rust_abi_module(),
-        FFI_DIR / "mod.rs": mod_rs(bindings, cdef, bool(installed_operators(manifest))),
-        MANIFEST_PATH: manifest.model_dump_json(indent=2) + "\n",
-        WRAPPER_PATH: wrapper_py(manifest, cdef),
-        PIPELINE_DIR / "main.rs": pipeline_main_rs(bindings),
+        crate.ffi_dir / "abi.rs": abi.rust_abi_module(),
+        crate.ffi_dir / "mod.rs": mod_rs(bindings, cdef, bool(installed_operators(manifest))),
+        crate.manifest_path: manifest.model_dump_json(indent=2) + "\n",
+        crate.wrapper_path: wrapper_py(manifest, cdef),
+        crate.pipeline_dir / "main.rs": pipeline_main_rs(bindings),
     }
     if installed_operators(manifest):
-        outputs[KERNELS_DIR / "mod.rs"] = kernels_mod_rs(installed_operators(manifest))
+        outputs[crate.kernels_dir / "mod.rs"] = kernels_mod_rs(installed_operators(manifest))
     for binding in bindings:
-        outputs[FFI_DIR / f"{binding.operator}.rs"] = generate_operator_rs(binding)
-        outputs[PIPELINE_DIR / f"{binding.operator}.rs"] = pipeline_check_rs(binding)
+        outputs[crate.ffi_dir / f"{binding.operator}.rs"] = generate_operator_rs(binding)
+        outputs[crate.pipeline_dir / f"{binding.operator}.rs"] = pipeline_check_rs(binding)
     return cdef, outputs
 
 
@@ -458,18 +599,19 @@ def _python_tuple(names: list[str]) -> str:
     return f"({', '.join(names)})"
 
 
-def generate_library(manifest: LibraryManifest) -> GeneratedLibrary:
-    """Writes every generated file of the library for `manifest` (call under the lock)."""
-    cdef, outputs = render_library(manifest)
+def generate_library(crate: LibraryCrate, manifest: LibraryManifest) -> GeneratedLibrary:
+    """Writes every generated file of `crate` for `manifest` (in the checkout, call
+    under the lock)."""
+    cdef, outputs = render_library(crate, manifest)
     written = [path for path, text in outputs.items() if _write_if_changed(path, text)]
     _format_rust([p for p in written if p.suffix == ".rs"])
     return GeneratedLibrary(manifest, cdef, abi.fingerprint(cdef), written)
 
 
-def stale_generated() -> list[Path]:
+def stale_generated(crate: LibraryCrate) -> list[Path]:
     """Generated files that differ from what the manifest generates now (hand edits,
     or a generator changed without regenerating)."""
-    _cdef, outputs = render_library(read_manifest())
+    _cdef, outputs = render_library(crate, read_manifest(crate))
     return [path for path, text in outputs.items() if not _same_after_format(path, text)]
 
 
@@ -515,12 +657,12 @@ def _format_rust(paths: list[Path]) -> None:
 
 
 def add_operator(
-    binding: OperatorBinding, entries: dict[str, str] | None = None
+    crate: LibraryCrate, binding: OperatorBinding, entries: dict[str, str] | None = None
 ) -> GeneratedLibrary:
     """Registers (or refreshes) one operator and regenerates the library's files.
-    Call under `library_lock`."""
-    manifest = read_manifest().with_operator(operator_entry(binding, entries))
-    return generate_library(manifest)
+    In the checkout, call under `library_lock`."""
+    manifest = read_manifest(crate).with_operator(operator_entry(crate, binding, entries))
+    return generate_library(crate, manifest)
 
 
 # --- the plain-Rust pipeline check ------------------------------------------------------

@@ -1,18 +1,21 @@
 """Stage D, the host/FFI builder: the C-ABI launcher, the library, the wrapper, and
 correctness on a GPU.
 
-1. Take the kernel stage B wrote (`generated/kernel.rs`). If the library already
+1. Copy the checkout's library workspace into `host/library/`
+   (`library.create_workspace`): the run's library is built there, never in the
+   checkout.
+2. Take the kernel stage B wrote (`generated/kernel.rs`). If the library already
    holds that exact kernel for this operator it is reused (a re-run changes
    nothing); otherwise it is copied into the crate (`src/ffi/kernels/<op>.rs`).
-2. Bind the C ABI to the port (`binding`), generate the launcher, the cdef, the
-   wrapper and the pipeline check, and build the library (`library`), all under
-   one file lock.
-3. Host checks without a GPU: the plain-Rust pipeline check (cargo test), the
+3. Bind the C ABI to the port from the run's spec and its reference kernel
+   (`binding`), generate the launcher, the cdef, the wrapper and the pipeline
+   check, and build the library (under the library's file lock).
+4. Host checks without a GPU: the plain-Rust pipeline check (cargo test), the
    ABI error paths through cffi, and the library's launch plan against the
    spec's for every configuration the port takes (`abi_checks`).
-4. Copy `ffi.rs`, `wrapper.py` and the library into `host/`, build the GPU job
-   bundle (`host/bundle/`) and run it here (`host/gpu/`): on a machine without
-   a GPU, correctness ends BLOCKED env and the report says nothing ran on a GPU.
+5. Copy `ffi.rs` and `wrapper.py` into `host/`, build the GPU job bundle
+   (`host/bundle/`) and run it here (`host/gpu/`): on a machine without a GPU,
+   correctness ends BLOCKED env and the report says nothing ran on a GPU.
 
 Verdict: ALL_PASS only when the host part passed and correctness is ALL_PASS.
 FAIL class host for a launcher or build problem of the host side, class kernel
@@ -31,12 +34,11 @@ from nodes.correctness.runner import RunOutcome, run_bundle
 from nodes.host_builder.abi_checks import AbiProber, supported_configs
 from nodes.host_builder.binding import BindingError, OperatorBinding, bind_operator
 from nodes.host_builder.library import (
-    FFI_DIR,
-    SRC_DIR,
-    WRAPPER_PATH,
     LibraryBuildError,
+    LibraryCrate,
     add_operator,
     build_library,
+    create_workspace,
     install_kernel,
     library_lock,
     load_wrapper,
@@ -45,7 +47,6 @@ from nodes.host_builder.library import (
 )
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.perf_validator.stage import GPU_RESULTS_DIR
-from schemas.gpu import LIBRARY_FILE
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.pipeline import Stage
 from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
@@ -64,6 +65,7 @@ from schemas.verdicts import CorrectnessVerdict, FailureClass, HostBuildVerdict
 from toolchain.gpu_bundle import BundleBuildError, build_bundle
 
 BUNDLE_DIR = "bundle"
+WORKSPACE_DIR = "library"  # under host/: the cargo workspace the run's library is built in
 
 
 class StageFailure(Exception):
@@ -137,30 +139,31 @@ class _Placed:
     entries: dict[str, str] | None = None  # what the library already knew, when reused
 
 
-def _place_kernel(operator: str, kernel: Path) -> _Placed:
+def _place_kernel(crate: LibraryCrate, operator: str, kernel: Path) -> _Placed:
     """The kernel already in the library when it is the same text, else an installed copy."""
-    manifest = read_manifest()
+    manifest = read_manifest(crate)
     known = next((op for op in manifest.operators if op.name == operator), None)
     if known is not None:
-        current = SRC_DIR / known.kernel
+        current = crate.src_dir / known.kernel
         if current.is_file() and current.read_bytes() == kernel.read_bytes():
             return _Placed(current, known.rust_module_path, known.entries)
-    return _Placed(*install_kernel(operator, kernel))
+    return _Placed(*install_kernel(crate, operator, kernel))
 
 
-def _bind(progress: _Progress, spec: PortSpec, spec_path: Path) -> OperatorBinding:
+def _bind(
+    progress: _Progress, workspace: LibraryCrate, spec: PortSpec, spec_path: Path
+) -> OperatorBinding:
     kernel, entries = _kernel_source(progress.layout)
-    with library_lock():
-        try:
-            placed = _place_kernel(spec.name, kernel)
-            entries = entries if entries is not None else placed.entries
-            binding = bind_operator(
-                spec, spec_path, parse_kernel_source(placed.path), placed.module_path, entries
-            )
-        except (BindingError, RustSourceError) as exc:
-            progress.check("bind the C ABI to the port", False, str(exc))
-            raise StageFailure(HostBuildVerdict.FAIL, FailureClass.KERNEL, str(exc)) from None
-        generated = add_operator(binding, entries)
+    try:
+        placed = _place_kernel(workspace, spec.name, kernel)
+        entries = entries if entries is not None else placed.entries
+        binding = bind_operator(
+            spec, spec_path, parse_kernel_source(placed.path), placed.module_path, entries
+        )
+    except (BindingError, RustSourceError) as exc:
+        progress.check("bind the C ABI to the port", False, str(exc))
+        raise StageFailure(HostBuildVerdict.FAIL, FailureClass.KERNEL, str(exc)) from None
+    generated = add_operator(workspace, binding, entries)
     progress.symbol = binding.abi.symbol
     written = ", ".join(p.name for p in generated.written) or "nothing changed"
     progress.check("generate the launcher, cdef, wrapper and pipeline check", True, written)
@@ -170,13 +173,13 @@ def _bind(progress: _Progress, spec: PortSpec, spec_path: Path) -> OperatorBindi
     return binding
 
 
-def _build(progress: _Progress, operator: str) -> Path:
+def _build(progress: _Progress, workspace: LibraryCrate, operator: str) -> Path:
     log = progress.layout.stage_log(Stage.HOST_BUILDER, progress.attempt)
     try:
         with library_lock():
-            library = build_library(log)
+            library = build_library(workspace, log)
         pipeline_log = log.with_suffix(".pipeline.log")
-        run_pipeline_check(operator, pipeline_log)
+        run_pipeline_check(workspace, operator, pipeline_log)
     except LibraryBuildError as exc:
         progress.check("build and pipeline check", False, str(exc))
         raise StageFailure(HostBuildVerdict.FAIL, _build_failure_class(exc.log), str(exc)) from None
@@ -193,8 +196,14 @@ def _build_failure_class(log: str) -> FailureClass:
     return FailureClass.HOST if launcher else FailureClass.KERNEL
 
 
-def _abi(progress: _Progress, spec: PortSpec, binding: OperatorBinding, library: Path) -> None:
-    prober = AbiProber(load_wrapper(WRAPPER_PATH).Library(library), binding)
+def _abi(
+    progress: _Progress,
+    workspace: LibraryCrate,
+    spec: PortSpec,
+    binding: OperatorBinding,
+    library: Path,
+) -> None:
+    prober = AbiProber(load_wrapper(workspace.wrapper_path).Library(library), binding)
     configs = supported_configs(spec, binding)
     if not configs:
         progress.check("a configuration the port takes", False, "the port takes none")
@@ -211,24 +220,27 @@ def _abi(progress: _Progress, spec: PortSpec, binding: OperatorBinding, library:
         raise StageFailure(HostBuildVerdict.FAIL, FailureClass.HOST, f"ABI checks failed: {failed}")
 
 
-def _copy_artifacts(progress: _Progress, operator: str, library: Path) -> None:
-    host = progress.layout.host_dir
-    host.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(FFI_DIR / f"{operator}.rs", progress.layout.ffi_rs)
-    shutil.copyfile(WRAPPER_PATH, progress.layout.wrapper_py)
-    shutil.copyfile(library, host / LIBRARY_FILE)
+def _copy_artifacts(
+    progress: _Progress, workspace: LibraryCrate, operator: str, library: Path
+) -> None:
+    """`host/ffi.rs` and `host/wrapper.py`; the library stays where the workspace built it."""
+    shutil.copyfile(workspace.ffi_dir / f"{operator}.rs", progress.layout.ffi_rs)
+    shutil.copyfile(workspace.wrapper_path, progress.layout.wrapper_py)
     progress.ffi_rs = progress.layout.relative(progress.layout.ffi_rs)
     progress.wrapper = progress.layout.relative(progress.layout.wrapper_py)
-    progress.library = progress.layout.relative(host / LIBRARY_FILE)
+    progress.library = progress.layout.relative(library)
 
 
-def _correctness(progress: _Progress, spec_path: Path) -> CorrectnessReport:
+def _correctness(
+    progress: _Progress, workspace: LibraryCrate, spec_path: Path
+) -> CorrectnessReport:
     state = progress.state
     host = progress.layout.host_dir
     try:
         build_bundle(
             spec_path,
             host / BUNDLE_DIR,
+            workspace,
             run_id=state.run_id,
             attempt=progress.attempt,
         )
@@ -292,11 +304,12 @@ def run(state: PipelineState) -> StageResult:
     correctness: CorrectnessReport | None = None
     try:
         spec = load_port_spec(spec_path)
-        binding = _bind(progress, spec, spec_path)
-        library = _build(progress, spec.name)
-        _abi(progress, spec, binding, library)
-        _copy_artifacts(progress, spec.name, library)
-        correctness = _correctness(progress, spec_path)
+        workspace = create_workspace(layout.host_dir / WORKSPACE_DIR)
+        binding = _bind(progress, workspace, spec, spec_path)
+        library = _build(progress, workspace, spec.name)
+        _abi(progress, workspace, spec, binding, library)
+        _copy_artifacts(progress, workspace, spec.name, library)
+        correctness = _correctness(progress, workspace, spec_path)
     except PortSpecError as exc:
         report = _report(progress, HostBuildVerdict.FAIL, FailureClass.HOST, str(exc), None)
         return StageResult(report=report)

@@ -17,8 +17,7 @@ from nodes.host_builder import abi
 from nodes.host_builder.binding import OperatorBinding, bind_operator
 from nodes.host_builder.ffi_gen import generate_operator_rs
 from nodes.host_builder.library import (
-    FFI_DIR,
-    KERNELS_RS,
+    CHECKOUT,
     binding_of,
     ensure_built,
     kernels_mod_rs,
@@ -31,7 +30,7 @@ from nodes.host_builder.library import (
 from nodes.host_builder.rust_entry import parse_kernel_source
 from schemas.gpu import LibraryManifest, LibraryOperator
 from schemas.port_spec import load_port_spec
-from toolchain.env import cargo_target_dir, toolchain_env
+from toolchain.env import KERNELS_RS, cargo_target_dir, toolchain_env
 
 DATA = Path(__file__).parent / "data"
 LIST_SPEC = DATA / "pick_rows.port.yaml"
@@ -67,7 +66,7 @@ def library_file() -> Path:
 
 @pytest.fixture(scope="session")
 def wrapper() -> ModuleType:
-    return load_wrapper()
+    return load_wrapper(CHECKOUT.wrapper_path)
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +78,7 @@ def library(wrapper: ModuleType, library_file: Path) -> Any:
 def softmax_binding() -> OperatorBinding:
     """The softmax port the library holds now: the hand port, or the kernel writer's
     port once the pipeline has run; expectations that depend on it come from here."""
-    return binding_of(read_manifest().operator("softmax"))
+    return binding_of(CHECKOUT, read_manifest(CHECKOUT).operator("softmax"))
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def _scratch_crate(crate: Path) -> tuple[OperatorBinding, str]:
     _write(crate / "src" / "lib.rs", "pub mod ffi;\n")
     _write(ffi / "mod.rs", mod_rs([binding], cdef, with_kernels=True))
     _write(ffi / "abi.rs", abi.rust_abi_module())
-    shutil.copyfile(FFI_DIR / "runtime.rs", ffi / "runtime.rs")
+    shutil.copyfile(CHECKOUT.ffi_dir / "runtime.rs", ffi / "runtime.rs")
     _write(ffi / "pick_rows.rs", generate_operator_rs(binding))
     _write(ffi / "kernels" / "mod.rs", kernels_mod_rs(["pick_rows"]))
     return binding, cdef

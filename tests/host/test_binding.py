@@ -20,7 +20,7 @@ from nodes.host_builder.binding import (
     plan_for,
 )
 from nodes.host_builder.ffi_gen import generate_operator_rs
-from nodes.host_builder.library import SRC_DIR, stale_generated
+from nodes.host_builder.library import CHECKOUT, stale_generated
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable
 from schemas.port_spec import ResolvedArray, load_port_spec
@@ -48,7 +48,7 @@ GENERIC_PARAMS = (
 
 
 def test_reads_the_hand_port() -> None:
-    module = parse_kernel_source(SRC_DIR / "softmax.rs")
+    module = parse_kernel_source(CHECKOUT.src_dir / "softmax.rs")
     entry = module.entry("softmax_kernel")
     assert module.module == "softmax_port"
     assert [g.name for g in entry.generics] == ["TILE_N", "COLS_DIV"]
@@ -61,7 +61,10 @@ def test_reads_the_hand_port() -> None:
 def test_hand_port_binding_and_plans() -> None:
     spec = load_port_spec(SPEC)
     binding = bind_operator(
-        spec, SPEC, parse_kernel_source(SRC_DIR / "softmax.rs"), "crate::softmax::softmax_port"
+        spec,
+        SPEC,
+        parse_kernel_source(CHECKOUT.src_dir / "softmax.rs"),
+        "crate::softmax::softmax_port",
     )
     assert binding.abi.symbol == "cutile_softmax"
     assert binding.unsupported_dtypes() == {
@@ -218,7 +221,7 @@ def test_dtype_codes_are_stable() -> None:
 def test_committed_generated_files_are_current() -> None:
     """Every generated file equals what the manifest generates now: no hand edits, no
     generator change left unapplied (`python -m nodes.host_builder regenerate`)."""
-    assert stale_generated() == []
+    assert stale_generated(CHECKOUT) == []
 
 
 def test_generated_wrapper_is_lint_clean() -> None:

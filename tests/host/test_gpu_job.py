@@ -15,7 +15,7 @@ import pytest
 
 from nodes.correctness.runner import EXIT_BAD_BUNDLE, EXIT_BLOCKED, BundleError, load_bundle
 from nodes.host_builder import run as run_host_builder
-from nodes.host_builder.library import SRC_DIR, read_manifest
+from nodes.host_builder.library import CHECKOUT, create_workspace, read_manifest
 from nodes.perf_validator import run as run_perf_validator
 from schemas.gpu import BundleManifest, GpuRunReport
 from schemas.reports import CorrectnessReport, HostBuildReport, PerfReport
@@ -30,9 +30,10 @@ NO_GPU_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory, library_file: Path) -> Path:
-    root = tmp_path_factory.mktemp("bundle") / "softmax"
-    build_bundle(SPEC, root, run_id="r-test", attempt=2)
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    scratch = tmp_path_factory.mktemp("bundle")
+    root = scratch / "softmax"
+    build_bundle(SPEC, root, create_workspace(scratch / "kernels_rs"), run_id="r-test", attempt=2)
     return root
 
 
@@ -141,10 +142,10 @@ def test_kernels_are_attributed_to_their_window() -> None:
 def _state(run_dir: Path, no_gpu: bool = False) -> PipelineState:
     from schemas.pipeline import RunOptions
 
-    # The kernel the library holds for softmax: the stage reuses it and changes nothing
-    # in the crate (a different kernel would be installed, which a test must not do).
+    # The kernel the checkout's library holds for softmax: the stage reuses it, so the
+    # run's workspace generates what the checkout holds.
     (run_dir / "generated").mkdir(parents=True, exist_ok=True)
-    kernel = SRC_DIR / read_manifest().operator("softmax").kernel
+    kernel = CHECKOUT.src_dir / read_manifest(CHECKOUT).operator("softmax").kernel
     (run_dir / "generated" / "kernel.rs").write_text(kernel.read_text(), encoding="utf-8")
     return PipelineState(
         run_id="r-stage",
@@ -157,11 +158,12 @@ def _state(run_dir: Path, no_gpu: bool = False) -> PipelineState:
 
 
 @pytest.mark.slow
-def test_stage_d_reaches_the_gpu_boundary(tmp_path: Path, library_file: Path) -> None:
+def test_stage_d_reaches_the_gpu_boundary(tmp_path: Path) -> None:
     """Host part passes (library, pipeline check, ABI checks); correctness is BLOCKED
-    env; the reports validate and name files that exist. Re-running changes nothing."""
+    env; the reports validate and name files that exist; the library is the run's
+    workspace's. Re-running changes nothing."""
     state = _state(tmp_path / "run")
-    manifest_before = read_manifest()
+    manifest_before = read_manifest(CHECKOUT)
     result = run_host_builder(state)
     report = result.report
     assert isinstance(report, HostBuildReport)
@@ -169,6 +171,7 @@ def test_stage_d_reaches_the_gpu_boundary(tmp_path: Path, library_file: Path) ->
     assert report.verdict_class is FailureClass.ENV
     assert report.host_part_passed(), report.host_checks
     assert report.c_symbol == "cutile_softmax"
+    assert report.library == "host/library/ported/python/libtileport_kernels.so"
     for path in report.artifact_paths()[:3]:
         assert (tmp_path / "run" / path).is_file()
     (correctness,) = result.extra_reports
@@ -177,7 +180,7 @@ def test_stage_d_reaches_the_gpu_boundary(tmp_path: Path, library_file: Path) ->
     again = run_host_builder(state).report
     assert isinstance(again, HostBuildReport)
     assert again.host_checks[0].detail == "nothing changed"
-    assert read_manifest() == manifest_before
+    assert read_manifest(CHECKOUT) == manifest_before
 
 
 def test_stage_e_without_gpu_results_is_blocked(tmp_path: Path) -> None:

@@ -19,18 +19,18 @@ from schemas.verdicts import FailureClass
 def test_stale_when_a_source_is_newer(library_file: Path, tmp_path: Path) -> None:
     copy = tmp_path / library_file.name
     shutil.copyfile(library_file, copy)
-    newest = max(path.stat().st_mtime for path in library.source_files())
+    newest = max(path.stat().st_mtime for path in library.source_files(library.CHECKOUT))
     os.utime(copy, (newest - 10, newest - 10))
-    assert library.is_stale(copy)
+    assert library.is_stale(library.CHECKOUT, copy)
     os.utime(copy, (newest + 10, newest + 10))
-    assert not library.is_stale(copy)
-    assert library.is_stale(tmp_path / "missing.so")
+    assert not library.is_stale(library.CHECKOUT, copy)
+    assert library.is_stale(library.CHECKOUT, tmp_path / "missing.so")
 
 
 def test_a_fresh_library_is_not_rebuilt(
     library_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(log_path: Path | None = None) -> Path:
+    def refuse(crate: library.LibraryCrate, log_path: Path | None = None) -> Path:
         raise AssertionError("rebuilt a fresh library")
 
     monkeypatch.setattr(library, "build_library", refuse)
@@ -40,11 +40,11 @@ def test_a_fresh_library_is_not_rebuilt(
 def test_a_newer_source_triggers_a_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[bool] = []
 
-    def build(log_path: Path | None = None) -> Path:
+    def build(crate: library.LibraryCrate, log_path: Path | None = None) -> Path:
         built.append(True)
         return Path("x")
 
-    monkeypatch.setattr(library, "is_stale", lambda target=None: True)
+    monkeypatch.setattr(library, "is_stale", lambda crate, target=None: True)
     monkeypatch.setattr(library, "build_library", build)
     assert library.ensure_built() == Path("x")
     assert built == [True]
@@ -69,21 +69,19 @@ def test_the_lock_excludes_other_holders() -> None:
     assert order == ["first released", "second entered"]
 
 
-def test_an_identical_kernel_is_reused_and_a_new_one_installed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(library, "KERNELS_DIR", tmp_path / "kernels")  # never the crate's
-    registered = library.read_manifest().operator("softmax")
-    current = library.SRC_DIR / registered.kernel
+def test_an_identical_kernel_is_reused_and_a_new_one_installed(tmp_path: Path) -> None:
+    workspace = library.create_workspace(tmp_path / "workspace")
+    registered = library.read_manifest(workspace).operator("softmax")
+    current = workspace.src_dir / registered.kernel
     same = tmp_path / "kernel.rs"
     shutil.copyfile(current, same)
-    reused = _place_kernel("softmax", same)
+    reused = _place_kernel(workspace, "softmax", same)
     assert (reused.path, reused.module_path) == (current, registered.rust_module_path)
     assert reused.entries == registered.entries
     changed = tmp_path / "changed.rs"
     changed.write_text(current.read_text() + "\n// a change\n", encoding="utf-8")
-    placed = _place_kernel("softmax", changed)
-    assert placed.path == tmp_path / "kernels" / "softmax.rs"
+    placed = _place_kernel(workspace, "softmax", changed)
+    assert placed.path == workspace.kernels_dir / "softmax.rs"
     assert placed.module_path == "crate::ffi::kernels::softmax::softmax_port"
     assert placed.path.read_text() == changed.read_text()
 
@@ -104,6 +102,6 @@ def test_build_failures_name_their_owner(log: str, expected: FailureClass) -> No
 @pytest.mark.slow
 def test_pipeline_check_compiles_the_port_to_tile_ir(tmp_path: Path) -> None:
     """cargo test of the generated pipeline check: no FFI, no Python, no GPU."""
-    log = library.run_pipeline_check("softmax", tmp_path / "pipeline.log")
+    log = library.run_pipeline_check(library.CHECKOUT, "softmax", tmp_path / "pipeline.log")
     assert "softmax::compiles_to_tile_ir ... ok" in log
     assert "test result: ok. 1 passed" in log

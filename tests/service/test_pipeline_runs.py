@@ -35,7 +35,11 @@ from app.github.report import notifier
 from app.storage.models import Artifact, Event, StageExecution
 from app.worker.checkpoints import open_checkpointer
 from app.worker.pool import WorkerPool
+from schemas.gpu import LibraryManifest
 from schemas.pipeline import RunSummary
+from schemas.reports import GateReport, HostBuildReport, load_report
+from schemas.run_layout import RunLayout
+from toolchain.env import KERNELS_RS
 
 pytestmark = [
     pytest.mark.slow,
@@ -44,6 +48,7 @@ pytestmark = [
 
 RUN_TIMEOUT_S = 900.0
 OPERATOR = "softmax"
+NEW_OPERATOR = "vector_add"  # a kernel the checkout's library does not hold
 
 
 @pytest.fixture
@@ -118,6 +123,39 @@ def test_embedded_worker_runs_a_conversion_to_its_end(
     with open_checkpointer(context.settings.resolved_database_url) as saver:
         config = {"configurable": {"thread_id": cid, "checkpoint_ns": ""}}
         assert saver.get_tuple(config) is None, "checkpoints of a finished run are pruned"
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_a_kernel_outside_the_library_stops_at_the_gpu_boundary(
+    client: TestClient, context: ServiceContext, corpus: Path, pool: WorkerPool
+) -> None:
+    """The run binds the new operator from its own spec and source (the run's input
+    folder) and builds its library in its own workspace; the checkout's library
+    crate is left as it was."""
+    if context.engine.dialect.name != "sqlite":
+        pytest.skip("the run itself does not depend on the database: SQLite shows it")
+    before = tree_digest(KERNELS_RS)
+    cid = start(client, NEW_OPERATOR)
+    assert wait_terminal(client, cid) == "finished"
+    layout = RunLayout(run_dir(context.settings, cid))
+    assert load_report(GateReport, layout).reached_gpu_boundary
+    host = load_report(HostBuildReport, layout)
+    assert host.host_part_passed() and host.c_symbol == f"cutile_{NEW_OPERATOR}"
+    assert host.library is not None and layout.resolve(host.library).is_file()
+    workspace = layout.host_dir / "library" / "ported"
+    manifest = LibraryManifest.model_validate_json(
+        (workspace / "src" / "ffi" / "operators.json").read_text(encoding="utf-8")
+    )
+    spec = Path(manifest.operator(NEW_OPERATOR).spec)
+    assert spec.is_absolute() and spec.is_relative_to(layout.root.resolve() / "input")
+    assert tree_digest(KERNELS_RS) == before
 
 
 def worker_process(context: ServiceContext, log: Path) -> subprocess.Popen[bytes]:
