@@ -6,8 +6,12 @@ this package, `python3 BUNDLE/run.py` does the same as `gpu-run`. `results-book`
 gathers the folders gpu-run wrote, one kernel each, into one checked book;
 `investigate` explains, per folder, why the wrapper costs more per call than
 ct.launch (stage F on the host side).
+`gpu-run --upload URL` then sends the results to the service whose run the
+bundle belongs to (`POST /v1/conversions/ID/gpu-results`, token from --token or
+TILEPORT_API_TOKEN), which finishes the run from them.
 Exit codes of gpu-run: 0 correctness ALL_PASS, 1 FAIL, 2 BLOCKED (nothing ran on
-a GPU), 3 the bundle is damaged or invalid.
+a GPU), 3 the bundle is damaged or invalid, 4 the results were written but the
+upload failed.
 """
 
 from __future__ import annotations

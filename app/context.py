@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -14,24 +13,7 @@ from app.metrics import ServiceMetrics
 from app.settings import Settings, WorkerMode
 from app.storage.database import make_engine, make_session_factory
 from app.storage.models import Conversion
-
-
-class Dispatcher(Protocol):
-    def dispatch(self, conversion_id: str) -> None:
-        """Tell the workers a conversion is queued (its row is already committed)."""
-
-    def ping(self) -> None:
-        """Raise when the workers cannot be reached (used by /readyz)."""
-
-
-class TableQueueDispatcher:
-    """Embedded mode: the conversions table is the queue and workers poll it."""
-
-    def dispatch(self, conversion_id: str) -> None:
-        return None
-
-    def ping(self) -> None:
-        return None
+from app.worker.dispatch import Dispatcher, TableQueueDispatcher
 
 
 @dataclass

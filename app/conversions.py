@@ -27,9 +27,11 @@ from schemas.api import (
     ConversionStatus,
     ConversionView,
     ErrorCode,
+    GpuCompletion,
     Links,
     StageView,
 )
+from schemas.verdicts import GateVerdict
 
 INPUT_DIR = "input"
 
@@ -207,7 +209,8 @@ def list_page(
 
 
 def cancel(factory: sessionmaker[Session], conversion_id: str, by: str) -> Conversion:
-    """Queued: cancelled at once. Running: flagged; the worker stops the job."""
+    """Queued or awaiting a GPU: cancelled at once. Running: flagged; the worker stops
+    the job."""
     with transaction(factory) as session:
         conversion = get(session, conversion_id)
         status = ConversionStatus(conversion.status)
@@ -220,7 +223,10 @@ def cancel(factory: sessionmaker[Session], conversion_id: str, by: str) -> Conve
             )
         session.execute(
             update(Conversion)
-            .where(Conversion.id == conversion_id, Conversion.status == ConversionStatus.QUEUED)
+            .where(
+                Conversion.id == conversion_id,
+                Conversion.status.in_([ConversionStatus.QUEUED, ConversionStatus.AWAITING_GPU]),
+            )
             .values(
                 status=ConversionStatus.CANCELLED,
                 cancel_requested=True,
@@ -247,12 +253,15 @@ def links(conversion_id: str) -> Links:
 
 
 def item_view(conversion: Conversion) -> ConversionItem:
+    level = conversion.headline.get("level")
     return ConversionItem(
         id=conversion.id,
         operator=conversion.operator,
         status=ConversionStatus(conversion.status),
         outcome=conversion.outcome,
         gate_verdict=conversion.gate_verdict,
+        reached_gpu_boundary=conversion.gate_verdict == GateVerdict.AWAITING_GPU,
+        level=str(level) if level is not None else None,
         created_at=conversion.created_at,
         started_at=conversion.started_at,
         finished_at=conversion.finished_at,
@@ -288,7 +297,8 @@ def elapsed(start: datetime | None, end: datetime | None) -> float | None:
     return ((end or utcnow()) - start).total_seconds()
 
 
-def full_view(conversion: Conversion) -> ConversionView:
+def full_view(conversion: Conversion, gpu: GpuCompletion | None = None) -> ConversionView:
+    """The API's view; `gpu` says how to complete a run awaiting a GPU."""
     return ConversionView(
         **item_view(conversion).model_dump(),
         kernel=conversion.kernel,
@@ -304,6 +314,7 @@ def full_view(conversion: Conversion) -> ConversionView:
         stages=[stage_view(conversion.id, stage) for stage in conversion.stages],
         llm_tokens=conversion.llm_tokens,
         llm_cost_usd=conversion.llm_cost_usd,
+        gpu=gpu,
     )
 
 

@@ -52,6 +52,10 @@ class Settings(BaseModel):
     max_attempts: int = Field(3, gt=0, description="WORKER_MAX_ATTEMPTS per conversion")
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="BROKER_URL")
     no_gpu: bool = Field(False, description="TILEPORT_NO_GPU: runs skip GPU stages")
+    gpu_queues: list[str] = Field(
+        default_factory=list,
+        description="GPU_QUEUES: architectures with a GPU worker (Celery), e.g. 'sm_90,sm_100'",
+    )
 
     @field_validator("github_api_url")
     @classmethod
@@ -91,6 +95,7 @@ ENV_FIELDS: dict[str, str] = {
     "WORKER_MAX_ATTEMPTS": "max_attempts",
     "BROKER_URL": "broker_url",
     "TILEPORT_NO_GPU": "no_gpu",
+    "GPU_QUEUES": "gpu_queues",
 }
 
 
@@ -110,6 +115,8 @@ def _convert(field: str, raw: str) -> Any:
         return parse_tokens(raw)
     if field == "no_gpu":
         return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if field == "gpu_queues":
+        return [arch.strip() for arch in raw.split(",") if arch.strip()]
     return raw
 
 

@@ -12,6 +12,7 @@ interrupted part-way resumes from its own last checkpoint.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,10 @@ def complete_with_gpu_results(
     thread_id: str,
     nodes: StageNodes | None = None,
     on_stage: OnStage | None = None,
+    on_fork: Callable[[], None] | None = None,
 ) -> RunSummary:
-    """Run the rest of the graph from `results` and write reports/summary.json."""
+    """Run the rest of the graph from `results` and write reports/summary.json;
+    `on_fork` is called before a fork replaces the run's tail (not on a resume)."""
     layout = RunLayout(run_dir.resolve())
     stages = nodes or StageNodes.from_modules()
     completing = dataclasses.replace(
@@ -66,5 +69,7 @@ def complete_with_gpu_results(
     snapshot = graph.get_state(config)
     start = config if snapshot.next else _fork_point(graph, config, results.attempt)
     check_same_run(PipelineState.model_validate(snapshot.values), spec_path.resolve(), layout)
+    if start is not config and on_fork is not None:
+        on_fork()
     result = graph.invoke(None, start, durability="sync")
     return write_summary(PipelineState.model_validate(result), layout)

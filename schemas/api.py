@@ -29,6 +29,9 @@ class ErrorCode(StrEnum):
     REPLAYED_DELIVERY = "replayed_delivery"
     MALFORMED_DELIVERY = "malformed_delivery"
     NOT_FOUND = "not_found"
+    INVALID_OPTIONS = "invalid_options"
+    NOT_AWAITING_GPU = "not_awaiting_gpu"
+    INVALID_GPU_RESULTS = "invalid_gpu_results"
     INTERNAL = "internal_error"
 
 
@@ -61,6 +64,8 @@ class ConversionFromPath(BaseModel):
 class ConversionStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
+    AWAITING_GPU = "awaiting_gpu"
+    """Every check that needs no GPU passed; the run waits for the results of its bundle."""
     FINISHED = "finished"
     ERROR = "error"
     CANCELLED = "cancelled"
@@ -72,6 +77,11 @@ class ConversionStatus(StrEnum):
             ConversionStatus.ERROR,
             ConversionStatus.CANCELLED,
         }
+
+    @property
+    def settled(self) -> bool:
+        """No worker holds it: terminal, or waiting for GPU results."""
+        return self.terminal or self is ConversionStatus.AWAITING_GPU
 
 
 class Links(BaseModel):
@@ -102,12 +112,30 @@ class StageView(BaseModel):
     worker_attempt: int
 
 
+class GpuCompletion(BaseModel):
+    """How a run awaiting a GPU is completed: `tileport gpu-run` on its bundle, results
+    sent to `results_url`."""
+
+    bundle: str = Field(description="The bundle's folder, relative to the run directory.")
+    bundle_url: str = Field(description="Its manifest.json; every file is an artifact.")
+    results_url: str = Field(description="POST the result folder here (multipart `files`).")
+    command: str = Field(description="The command that completes the run from a GPU host.")
+
+
 class ConversionItem(BaseModel):
     id: str
     operator: str
     status: ConversionStatus
     outcome: str | None
     gate_verdict: str | None
+    reached_gpu_boundary: bool = Field(
+        description="The run stopped at the GPU boundary with every check that needs no GPU "
+        "passed (status awaiting_gpu until its GPU results arrive)."
+    )
+    level: str | None = Field(
+        description="The sameness the kernel writer proved, e.g. "
+        "'IR exact, SASS-identical sm_90/sm_100'."
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -129,6 +157,19 @@ class ConversionView(ConversionItem):
     stages: list[StageView]
     llm_tokens: int
     llm_cost_usd: float
+    gpu: GpuCompletion | None = Field(
+        None, description="While awaiting a GPU: the bundle and how to complete the run."
+    )
+
+
+class GpuResultsAnswer(BaseModel):
+    conversion_id: str
+    status: ConversionStatus
+    resumed: bool = Field(description="The run was queued to finish from these results.")
+    results: str = Field(description="Where the folder was kept, relative to the run.")
+    correctness: str
+    perf: str
+    statement: str = Field(description="What ran where, from gpu_run.json.")
 
 
 class ConversionPage(BaseModel):

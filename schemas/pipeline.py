@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Stage(StrEnum):
@@ -29,10 +29,18 @@ class Outcome(StrEnum):
 
 
 class RunOptions(BaseModel):
-    """Switches a caller may set for one conversion."""
+    """Switches a caller may set for one conversion; any other key is refused."""
+
+    model_config = ConfigDict(extra="forbid")
 
     no_gpu: bool = Field(False, description="Never try GPU stages; they end BLOCKED env.")
     llm: bool = Field(False, description="Allow the LLM fallback in the kernel writer.")
+    gpu_arch: str | None = Field(
+        None,
+        pattern=r"^sm_[0-9]{2,3}[a-z]?$",
+        description="The GPU architecture whose queue runs the bundle at the GPU boundary "
+        "(service, Celery mode); default: the first of GPU_QUEUES.",
+    )
 
 
 class StageRecord(BaseModel):

@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from app.api.limits import BodySizeLimit, BodyTooLarge, too_large
-from app.api.routes import artifacts, conversions, health, web, webhooks
+from app.api.routes import artifacts, conversions, gpu_results, health, web, webhooks
 from app.context import ServiceContext
 from app.errors import ApiError
 from app.metrics import MetricsMiddleware
@@ -77,7 +77,7 @@ def create_app(context: ServiceContext) -> FastAPI:
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)
-    for module in (conversions, artifacts, webhooks, health, web):
+    for module in (conversions, gpu_results, artifacts, webhooks, health, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR / "static"), name="static")
     app.add_middleware(BodySizeLimit, limit=body_limit(context))

@@ -1,5 +1,6 @@
-"""When a conversion started by the PR bot ends: a comment on the pull request
-with the outcome and the figures, and the final commit status."""
+"""When a conversion started by the PR bot settles (ends, or stops at the GPU
+boundary to await its GPU run): a comment on the pull request with the outcome and
+the figures, and the commit status."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import conversions
 from app.github.client import GitHubClient, GitHubError
-from app.github.webhook import STATUS_CONTEXT
+from app.github.status import commit_state, status_context
 from app.settings import Settings
 from app.storage.database import transaction
 from app.storage.models import Conversion
-from schemas.api import ConversionStatus
 
 log = logging.getLogger("tileport.github")
 
@@ -23,20 +23,6 @@ ClientFactory = Callable[[Settings], GitHubClient]
 
 def default_client(settings: Settings) -> GitHubClient:
     return GitHubClient(settings.github_api_url, settings.github_token)
-
-
-def commit_state(conversion: Conversion) -> tuple[str, str]:
-    """GitHub status state and description for a terminal conversion."""
-    status = ConversionStatus(conversion.status)
-    if status is ConversionStatus.FINISHED:
-        passed = conversion.gate_verdict == "PASS"
-        return (
-            "success" if passed else "failure",
-            f"gate {conversion.gate_verdict}, outcome {conversion.outcome}",
-        )
-    if status is ConversionStatus.CANCELLED:
-        return "error", "cancelled"
-    return "error", (conversion.error or "the run failed")[:140]
 
 
 def comment_body(conversion: Conversion, run_url: str | None) -> str:
@@ -81,9 +67,7 @@ def report_conversion(
     try:
         with client_factory(settings) as client:
             client.comment(repo, number, body)
-            client.commit_status(
-                repo, sha, state, STATUS_CONTEXT.format(operator=operator), description, run_url
-            )
+            client.commit_status(repo, sha, state, status_context(operator), description, run_url)
     except GitHubError as error:
         log.warning("could not report %s to GitHub: %s", conversion_id, error)
         with transaction(sessions) as session:

@@ -21,6 +21,7 @@ from app import conversions
 from app.context import ServiceContext
 from app.errors import ApiError
 from app.github.client import GitHubClient, GitHubError
+from app.github.status import status_context
 from app.intake import RawSubmission, build_submission, load_spec, reference_module_path
 from app.storage.blobs import sha256_bytes
 from app.storage.database import transaction
@@ -34,7 +35,6 @@ COMMAND = re.compile(r"^\s*/tileport\s+port\s+([A-Za-z_][A-Za-z0-9_]{0,99})\s*$"
 DELIVERY_ID = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 MAX_OPS_PER_DELIVERY = 10
-STATUS_CONTEXT = "tileport/{operator}"
 
 
 @dataclass
@@ -251,13 +251,22 @@ def fetch_submission(
     return RawSubmission(spec=spec, source=source, extra_files=extra)
 
 
+def run_key(request: PortRequest, operator: str) -> str:
+    """The Idempotency-Key of the bot's run of `operator` at the PR's head commit: a
+    comment and a label on the same commit share one run (and one status context)."""
+    repo = hashlib.sha256(request.repo.encode()).hexdigest()[:16]
+    return f"github:{repo}:{request.head_sha}:{operator}"
+
+
 def start_one(
     context: ServiceContext,
     client: GitHubClient,
     request: PortRequest,
     operator: str,
     delivery_id: str,
-) -> str:
+) -> tuple[str, bool]:
+    """Start the port, or find the run that already ports `operator` at this commit;
+    returns its id and whether it already existed."""
     settings = context.settings
     raw = fetch_submission(client, request, operator, settings.github_kernel_dir)
     origin = {
@@ -270,17 +279,23 @@ def start_one(
         "delivery": delivery_id,
     }
     submission = build_submission(raw, RunOptions(), settings.max_upload_bytes, origin)
-    conversion, duplicate = conversions.submit(
-        context.sessions,
-        settings,
-        submission,
-        f"github:{request.actor}"[:100],
-        idempotency_key=f"github:{delivery_id}:{operator}",
-    )
+    try:
+        conversion, duplicate = conversions.submit(
+            context.sessions,
+            settings,
+            submission,
+            f"github:{request.actor}"[:100],
+            idempotency_key=run_key(request, operator),
+        )
+    except ApiError as error:
+        if error.code is not ErrorCode.IDEMPOTENCY_CONFLICT:
+            raise
+        # Another trigger (its origin differs) already started this run.
+        return str(error.detail["conversion_id"]), True
     if not duplicate:
         context.metrics.submitted.labels("github").inc()
         context.dispatcher.dispatch(conversion.id)
-    return conversion.id
+    return conversion.id, duplicate
 
 
 def run_url(context: ServiceContext, conversion_id: str) -> str | None:
@@ -295,25 +310,28 @@ def announce_start(
         request.repo,
         request.head_sha,
         "pending",
-        STATUS_CONTEXT.format(operator=operator),
+        status_context(operator),
         f"porting {operator}: queued",
         run_url(context, cid),
     )
 
 
+def failure_details(error: ApiError) -> list[str]:
+    """The field-by-field problems an error carries (an invalid spec's), as list items."""
+    problems = error.detail.get("problems", [])
+    return [f"- `{item['field']}`: {item['message']}" for item in problems if "field" in item]
+
+
 def announce_failure(
-    client: GitHubClient, request: PortRequest, operator: str, message: str
+    client: GitHubClient, request: PortRequest, operator: str, message: str, details: list[str]
 ) -> None:
-    client.comment(
-        request.repo,
-        request.number,
-        f"tileport could not start the port of `{operator}`: {message}",
-    )
+    text = f"tileport could not start the port of `{operator}`: {message}"
+    client.comment(request.repo, request.number, "\n".join([text, *details]))
     client.commit_status(
         request.repo,
         request.head_sha,
         "error",
-        STATUS_CONTEXT.format(operator=operator),
+        status_context(operator),
         f"could not start: {message}",
     )
 
@@ -325,16 +343,19 @@ def start_ports(
     failures: list[str] = []
     for operator in request.operators:
         try:
-            cid = start_one(context, client, request, operator, delivery_id)
+            cid, duplicate = start_one(context, client, request, operator, delivery_id)
         except (ApiError, GitHubError) as error:
             message = error.message if isinstance(error, ApiError) else str(error)
+            details = failure_details(error) if isinstance(error, ApiError) else []
             failures.append(f"{operator}: {message}")
             try:
-                announce_failure(client, request, operator, message)
+                announce_failure(client, request, operator, message, details)
             except GitHubError:
                 log.exception("could not report a failed start to GitHub")
             continue
         started.append(cid)
+        if duplicate:
+            continue  # its status context already tells how it goes
         try:
             announce_start(context, client, request, operator, cid)
         except GitHubError:

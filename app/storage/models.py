@@ -90,6 +90,8 @@ class Conversion(Base):
     llm_tokens: Mapped[int] = mapped_column(Integer, default=0)
     llm_cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Run-relative folder of accepted GPU results the next job completes the run from.
+    gpu_results: Mapped[str | None] = mapped_column(String(500))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column()

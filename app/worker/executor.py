@@ -23,7 +23,7 @@ from app.storage.database import transaction
 from app.worker import queue
 from app.worker.checkpoints import prune
 from app.worker.ingest import SERVICE_DIR, ingest_run
-from app.worker.job import EXIT_BAD_REQUEST, EXIT_DONE, EXIT_PIPELINE_ERROR
+from app.worker.job import EXIT_AWAITING_GPU, EXIT_BAD_REQUEST, EXIT_DONE, EXIT_PIPELINE_ERROR
 from schemas.api import ConversionStatus
 
 log = logging.getLogger("tileport.worker")
@@ -85,19 +85,22 @@ class Executor:
         sessions: sessionmaker[Session],
         after_terminal: AfterTerminal | None = None,
         on_requeue: Callable[[str], None] | None = None,
+        on_awaiting_gpu: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.after_terminal = after_terminal
         self.on_requeue = on_requeue
+        self.on_awaiting_gpu = on_awaiting_gpu
 
     def run(self, claim: queue.Claim, stop: threading.Event) -> ConversionStatus | None:
-        """Run the job to its end. Returns the terminal status set, or None when the
-        conversion went back to the queue or another worker owns it now."""
+        """Run the job to its end. Returns the status it settled in (terminal, or
+        awaiting a GPU), or None when the conversion went back to the queue or another
+        worker owns it now."""
         child = spawn_job(self.settings, claim)
         outcome = self.watch(claim, child, stop)
         if outcome is not None:
-            self.finalize(claim.conversion_id)
+            self.finalize(claim.conversion_id, outcome is ConversionStatus.AWAITING_GPU)
         return outcome
 
     def watch(
@@ -130,6 +133,8 @@ class Executor:
     def settle(self, claim: queue.Claim, code: int) -> ConversionStatus | None:
         if code == EXIT_DONE:
             return self.mark(claim, ConversionStatus.FINISHED)
+        if code == EXIT_AWAITING_GPU:
+            return self.mark(claim, ConversionStatus.AWAITING_GPU)
         if code == EXIT_PIPELINE_ERROR:
             return self.mark(claim, ConversionStatus.ERROR)
         if code == EXIT_BAD_REQUEST:
@@ -158,14 +163,20 @@ class Executor:
         if queue.requeue(self.sessions, claim, reason) and self.on_requeue is not None:
             self.on_requeue(claim.conversion_id)
 
-    def finalize(self, conversion_id: str) -> None:
-        """Work after a terminal status; each step is logged, none undoes the status."""
-        steps: list[tuple[str, Callable[[], None]]] = [
-            ("prune", lambda: prune(self.settings.resolved_database_url, conversion_id)),
-        ]
+    def finalize(self, conversion_id: str, awaiting_gpu: bool = False) -> None:
+        """Work after the run settled; each step is logged, none undoes the status. A run
+        awaiting a GPU keeps its checkpoints (its completion forks them) and goes to a
+        GPU queue when there is one for it."""
+        steps: list[tuple[str, Callable[[], None]]] = []
+        if not awaiting_gpu:
+            url = self.settings.resolved_database_url
+            steps.append(("prune", lambda: prune(url, conversion_id)))
         if self.after_terminal is not None:
             hook = self.after_terminal
             steps.append(("notify", lambda: hook(conversion_id)))
+        if awaiting_gpu and self.on_awaiting_gpu is not None:
+            gpu = self.on_awaiting_gpu
+            steps.append(("gpu_dispatch", lambda: gpu(conversion_id)))
         for name, step in steps:
             self.attempt_step(name, conversion_id, step)
 

@@ -28,14 +28,17 @@ from app.settings import Settings
 from app.storage.database import make_engine, make_session_factory, transaction
 from app.storage.models import Conversion, LlmUsage, StageExecution
 from app.worker.checkpoints import open_checkpointer
+from app.worker.completion import complete_from_gpu
 from app.worker.pipeline_call import call_pipeline
 from schemas.pipeline import RunOptions, RunSummary, StageRecord
 from schemas.run_layout import REPORTS_DIR, SUMMARY_FILE
+from schemas.verdicts import GateVerdict
 
 EXIT_DONE = 0
 EXIT_PIPELINE_ERROR = 3
 EXIT_BAD_REQUEST = 4
 EXIT_PARENT_GONE = 5
+EXIT_AWAITING_GPU = 6
 PR_SET_PDEATHSIG = 1
 MAX_VALIDATOR_OUTPUT_BYTES = 256 * 1024
 
@@ -109,6 +112,7 @@ def store_summary(sessions: sessionmaker[Session], conversion_id: str, summary: 
         conversion = session.get_one(Conversion, conversion_id)
         conversion.outcome = summary.outcome.value
         conversion.gate_verdict = summary.gate_verdict
+        conversion.gpu_results = None
         conversion.headline = dict(summary.headline)
         conversion.llm_tokens = summary.llm_tokens
         conversion.llm_cost_usd = summary.llm_cost_usd
@@ -122,6 +126,11 @@ def store_summary(sessions: sessionmaker[Session], conversion_id: str, summary: 
             )
 
 
+def exit_for(gate_verdict: str) -> int:
+    """A summarised run's exit code: awaiting a GPU, or done."""
+    return EXIT_AWAITING_GPU if gate_verdict == GateVerdict.AWAITING_GPU else EXIT_DONE
+
+
 def run_job(settings: Settings, conversion_id: str, worker_attempt: int) -> int:
     engine = make_engine(settings.resolved_database_url)
     sessions = make_session_factory(engine)
@@ -132,25 +141,31 @@ def run_job(settings: Settings, conversion_id: str, worker_attempt: int) -> int:
             return EXIT_BAD_REQUEST
         options = RunOptions.model_validate(conversion.options)
         spec = spec_path(settings, conversion)
-        summarised = conversion.gate_verdict is not None
+        gate = conversion.gate_verdict
+        results = conversion.gpu_results
     root = run_dir(settings, conversion_id)
-    if summarised and (root / REPORTS_DIR / SUMMARY_FILE).is_file():
+    if gate is not None and results is None and (root / REPORTS_DIR / SUMMARY_FILE).is_file():
         # The run ended before its worker could say so: never run it a second time.
         log.info("%s already has its summary; nothing to run", conversion_id)
-        return EXIT_DONE
+        return exit_for(gate)
     if settings.no_gpu:
         options = options.model_copy(update={"no_gpu": True})
     recorder = StageRecorder(sessions, conversion_id, root, worker_attempt)
     try:
         with open_checkpointer(settings.resolved_database_url) as checkpointer:
-            summary = call_pipeline(
-                spec,
-                root,
-                options=options,
-                checkpointer=checkpointer,
-                thread_id=conversion_id,
-                on_stage=recorder,
-            )
+            if results is not None:
+                summary = complete_from_gpu(
+                    sessions, conversion_id, spec, root, results, checkpointer, recorder
+                )
+            else:
+                summary = call_pipeline(
+                    spec,
+                    root,
+                    options=options,
+                    checkpointer=checkpointer,
+                    thread_id=conversion_id,
+                    on_stage=recorder,
+                )
     except Exception as error:
         log.exception("the pipeline failed")
         with transaction(sessions) as session:
@@ -160,7 +175,7 @@ def run_job(settings: Settings, conversion_id: str, worker_attempt: int) -> int:
         return EXIT_PIPELINE_ERROR
     store_summary(sessions, conversion_id, summary)
     engine.dispose()
-    return EXIT_DONE
+    return exit_for(summary.gate_verdict)
 
 
 def die_with_parent(parent_pid: int) -> None:

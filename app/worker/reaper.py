@@ -9,11 +9,11 @@ import threading
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.context import Dispatcher
 from app.github.report import notifier
 from app.settings import Settings
 from app.storage.models import Conversion, utcnow
 from app.worker import queue
+from app.worker.dispatch import Dispatcher
 from app.worker.executor import Executor
 from schemas.api import ConversionStatus
 

@@ -46,6 +46,7 @@ from nodes.correctness.harness import (
     is_ragged,
     make_arrays,
 )
+from nodes.correctness.upload import TOKEN_ENV, UploadError, upload_results
 from nodes.perf_validator.measure import (
     Contender,
     column,
@@ -81,6 +82,7 @@ EXIT_ALL_PASS = 0
 EXIT_FAILED = 1
 EXIT_BLOCKED = 2
 EXIT_BAD_BUNDLE = 3
+EXIT_UPLOAD_FAILED = 4
 HOST_OVERHEAD_CALLS = 200
 MANIFEST_FILE = "manifest.json"
 
@@ -905,6 +907,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time the configurations that passed even if others failed (diagnosis only: "
         "the perf verdict stays BLOCKED)",
     )
+    parser.add_argument(
+        "--upload",
+        metavar="URL",
+        help="send the results to the service that holds the run "
+        "(its /v1/conversions/ID/gpu-results URL)",
+    )
+    parser.add_argument(
+        "--token", default=None, help=f"the service's API token (default: ${TOKEN_ENV})"
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -916,6 +927,14 @@ def run_from_args(args: argparse.Namespace) -> int:
         return EXIT_BAD_BUNDLE
     print(summary_markdown(outcome))
     print(f"\nreports written to {out}")
+    if args.upload:
+        token = args.token or os.environ.get(TOKEN_ENV, "")
+        try:
+            answer = upload_results(out, args.upload, token)
+        except UploadError as exc:
+            print(f"gpu-run: upload failed: {exc}", file=sys.stderr)
+            return EXIT_UPLOAD_FAILED
+        print(f"uploaded to {args.upload}: {answer}")
     return outcome.exit_code
 
 

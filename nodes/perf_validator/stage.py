@@ -5,7 +5,8 @@ The measurement itself runs on the GPU host inside the job runner (see
 and reference are timed on the same GPU in the same process. This stage takes
 the perf report of the host builder's latest GPU run of this run and issues it
 as its own; without one (no GPU, or `--no-gpu`) it ends BLOCKED and says that
-nothing was timed on a GPU.
+nothing was timed on a GPU. A run started with `--no-gpu` and completed later
+from a GPU run of its bundle (graph.gpu_resume) has that run's perf report here.
 """
 
 from __future__ import annotations
@@ -49,12 +50,12 @@ def _why_not_run(results: Path) -> str:
 
 def run(state: PipelineState) -> StageResult:
     attempt = state.next_attempt(Stage.PERF_VALIDATOR)
-    if state.options.no_gpu:
-        return _blocked(state, attempt, "the run was started with --no-gpu.")
     results = gpu_results(state.layout())
     try:
         measured = PerfReport.model_validate_json((results / PerfReport.FILE_NAME).read_text())
     except (OSError, ValidationError):
+        if state.options.no_gpu:
+            return _blocked(state, attempt, "the run was started with --no-gpu.")
         return _blocked(state, attempt, _why_not_run(results))
     if measured.run_id != state.run_id:
         return _blocked(state, attempt, f"the GPU results belong to run {measured.run_id}")

@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
-from app.context import Dispatcher, ServiceContext, TableQueueDispatcher, build_context
+from app.context import ServiceContext, build_context
 from app.settings import ENV_FIELDS, Settings
+from app.worker.dispatch import Dispatcher, TableQueueDispatcher
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]

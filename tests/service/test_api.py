@@ -199,7 +199,7 @@ def test_json_submission_reads_files_under_the_source_root(client: TestClient) -
     )
     assert response.status_code == 202, response.text
     view = client.get(f"/v1/conversions/{response.json()['id']}").json()
-    assert view["options"] == {"no_gpu": True, "llm": False}
+    assert view["options"] == {"no_gpu": True, "llm": False, "gpu_arch": None}
 
 
 def test_json_submission_with_spec_path_and_inline_spec(client: TestClient) -> None:

@@ -1,12 +1,19 @@
 """Celery mode against the real brokers (Redis, RabbitMQ): routing of graph and
 GPU tasks, the API dispatching through the broker, a real Celery worker
-consuming tasks, and (where the pipeline is complete) a whole run."""
+consuming tasks, and (where the pipeline is complete) a whole run, which stops at
+the GPU boundary and goes to a GPU worker of its architecture; on this machine
+without a GPU that worker's result is the runner's own BLOCKED, recorded on the
+run."""
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +31,15 @@ from service_support import (
     submit,
     wait_for,
 )
+from sqlalchemy import select
 
 from app.api.main import create_app
 from app.context import ServiceContext
+from app.conversions import run_dir
 from app.settings import Settings
-from app.worker.celery_app import CPU_QUEUE, CeleryDispatcher, gpu_queue, submit_gpu_job
+from app.storage.models import Event
+from app.worker.celery_app import CPU_QUEUE, CeleryDispatcher, gpu_queue
+from schemas.gpu import GpuRunReport
 
 BROKERS = {
     "redis": "redis://127.0.0.1:6379/13",
@@ -108,9 +119,10 @@ def test_submissions_go_to_the_cpu_queue(
 def test_gpu_jobs_go_to_their_architectures_queue(
     celery_settings: Settings, broker: str, tmp_path: Path
 ) -> None:
-    submit_gpu_job(celery_settings, tmp_path / "bundle", "sm_90")
-    submit_gpu_job(celery_settings, tmp_path / "bundle", "sm_90")
-    submit_gpu_job(celery_settings, tmp_path / "bundle", "sm_100")
+    dispatcher = CeleryDispatcher(celery_settings)
+    dispatcher.dispatch_gpu("c1", tmp_path / "bundle", "sm_90")
+    dispatcher.dispatch_gpu("c2", tmp_path / "bundle", "sm_90")
+    dispatcher.dispatch_gpu("c3", tmp_path / "bundle", "sm_100")
     assert queue_length(broker, gpu_queue("sm_90")) == 2
     assert queue_length(broker, gpu_queue("sm_100")) == 1
     assert queue_length(broker, CPU_QUEUE) == 0
@@ -129,9 +141,17 @@ def test_an_unreachable_broker_is_503_and_not_ready(settings: Settings) -> None:
     context.engine.dispose()
 
 
-def celery_worker(settings: Settings, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+def celery_worker(
+    settings: Settings, log: Path, queue: str = CPU_QUEUE, pool: tuple[str, ...] = ("-P", "solo")
+) -> subprocess.Popen[bytes]:
     env = service_env(
-        settings, WORKER_MODE="celery", BROKER_URL=settings.broker_url, TILEPORT_NO_GPU="1"
+        settings,
+        WORKER_MODE="celery",
+        BROKER_URL=settings.broker_url,
+        TILEPORT_NO_GPU="1",
+        GPU_QUEUES=",".join(settings.gpu_queues),
+        # `tileport gpu-run` is this environment's
+        PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
     )
     command = [
         sys.executable,
@@ -141,14 +161,12 @@ def celery_worker(settings: Settings, log: Path, *extra: str) -> subprocess.Pope
         "app.worker.celery_app",
         "worker",
         "-Q",
-        CPU_QUEUE,
-        "-P",
-        "solo",
+        queue,
+        *pool,
         "--without-gossip",
         "--without-mingle",
         "--loglevel",
         "INFO",
-        *extra,
     ]
     with log.open("ab") as out:
         return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -173,9 +191,20 @@ def test_a_worker_consumes_tasks_and_skips_what_it_cannot_claim(
     assert conversion_status(celery_client, cid) == "cancelled"
 
 
+def gpu_events(context: ServiceContext, conversion_id: str, kind: str) -> list[Event]:
+    with context.sessions() as session:
+        return list(
+            session.scalars(
+                select(Event)
+                .where(Event.conversion_id == conversion_id, Event.kind == kind)
+                .order_by(Event.id)
+            )
+        )
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing()))
-def test_a_celery_worker_runs_a_whole_conversion(
+def test_a_run_at_the_gpu_boundary_goes_to_the_gpu_worker_of_its_architecture(
     celery_client: TestClient,
     celery_context: ServiceContext,
     celery_settings: Settings,
@@ -183,18 +212,55 @@ def test_a_celery_worker_runs_a_whole_conversion(
     tmp_path: Path,
 ) -> None:
     celery_settings.source_root = corpus_copy(tmp_path / "corpus")
-    worker = celery_worker(celery_settings, tmp_path / "celery.log")
+    celery_settings.gpu_queues = ["sm_90", "sm_100"]
+    cpu = celery_worker(celery_settings, tmp_path / "celery.log")
+    gpu = celery_worker(
+        celery_settings, tmp_path / "gpu.log", gpu_queue("sm_90"), ("--concurrency", "1")
+    )
     try:
-        body = {"source_path": "softmax.py", "options": {"no_gpu": True}}
+        body = {"source_path": "softmax.py", "options": {"gpu_arch": "sm_90"}}
         cid = celery_client.post("/v1/conversions", json=body, headers=AUTH).json()["id"]
         wait_for(
-            lambda: conversion_status(celery_client, cid) in {"finished", "error"},
+            lambda: conversion_status(celery_client, cid) not in {"queued", "running"},
             900,
-            "the conversion to end",
+            "the conversion to settle",
             step=1.0,
         )
+        view = celery_client.get(f"/v1/conversions/{cid}").json()
+        assert view["status"] == "awaiting_gpu", view["error"]
+        assert view["stages"] and view["stages"][-1]["stage"] == "final_gate"
+        [sent] = gpu_events(celery_context, cid, "gpu.dispatched")
+        assert sent.message == "bundle sent to tileport.gpu.sm_90"
+        wait_for(
+            lambda: gpu_events(celery_context, cid, "gpu.results_blocked"), 300, "the GPU result"
+        )
+        # Two more jobs at once on the one GPU worker: they run one after the other.
+        bundle = run_dir(celery_settings, cid) / "host" / "bundle"
+        dispatcher = CeleryDispatcher(celery_settings)
+        dispatcher.dispatch_gpu(cid, bundle, "sm_90")
+        dispatcher.dispatch_gpu(cid, bundle, "sm_90")
+        wait_for(
+            lambda: len(gpu_events(celery_context, cid, "gpu.results_blocked")) == 3,
+            300,
+            "three GPU results",
+        )
     finally:
-        stop_process(worker)
-    view = celery_client.get(f"/v1/conversions/{cid}").json()
-    assert view["status"] == "finished", view["error"]
-    assert view["stages"] and view["stages"][-1]["stage"] == "final_gate"
+        stop_process(gpu)
+        stop_process(cpu)
+    jobs = gpu_events(celery_context, cid, "gpu.job_finished")
+    assert [job.data["returncode"] for job in jobs] == [2, 2, 2]  # gpu-run: BLOCKED
+    spans = sorted(
+        (
+            datetime.fromisoformat(job.data["started_at"]),
+            datetime.fromisoformat(job.data["finished_at"]),
+        )
+        for job in jobs
+    )
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans)), spans
+    blocked = gpu_events(celery_context, cid, "gpu.results_blocked")[0]
+    assert blocked.message.startswith("Nothing was run on a GPU")
+    kept = run_dir(celery_settings, cid) / blocked.data["results"]
+    run = GpuRunReport.model_validate_json((kept / GpuRunReport.FILE_NAME).read_text())
+    assert not run.ran_on_gpu
+    assert run.bundle_sha256 == hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
+    assert conversion_status(celery_client, cid) == "awaiting_gpu"

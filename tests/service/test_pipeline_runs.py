@@ -87,8 +87,9 @@ def event_kinds(context: ServiceContext, conversion_id: str) -> list[str]:
 
 
 def wait_terminal(client: TestClient, conversion_id: str) -> str:
+    """Wait until no worker holds the run: ended, or awaiting a GPU."""
     wait_for(
-        lambda: conversion_status(client, conversion_id) in {"finished", "error", "cancelled"},
+        lambda: conversion_status(client, conversion_id) not in {"queued", "running"},
         RUN_TIMEOUT_S,
         f"conversion {conversion_id} to end",
         step=1.0,
@@ -108,7 +109,7 @@ def test_embedded_worker_runs_a_conversion_to_its_end(
     client: TestClient, context: ServiceContext, corpus: Path, pool: WorkerPool
 ) -> None:
     cid = start(client)
-    assert wait_terminal(client, cid) == "finished"
+    assert wait_terminal(client, cid) == "awaiting_gpu"  # --no-gpu: it stops at the boundary
     view = client.get(f"/v1/conversions/{cid}").json()
     root = run_dir(context.settings, cid)
     summary = RunSummary.model_validate_json((root / "reports" / "summary.json").read_text())
@@ -122,7 +123,7 @@ def test_embedded_worker_runs_a_conversion_to_its_end(
     assert "reports/summary.json" in paths
     with open_checkpointer(context.settings.resolved_database_url) as saver:
         config = {"configurable": {"thread_id": cid, "checkpoint_ns": ""}}
-        assert saver.get_tuple(config) is None, "checkpoints of a finished run are pruned"
+        assert saver.get_tuple(config) is not None, "a run awaiting a GPU keeps its checkpoints"
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -143,7 +144,7 @@ def test_a_kernel_outside_the_library_stops_at_the_gpu_boundary(
         pytest.skip("the run itself does not depend on the database: SQLite shows it")
     before = tree_digest(KERNELS_RS)
     cid = start(client, NEW_OPERATOR)
-    assert wait_terminal(client, cid) == "finished"
+    assert wait_terminal(client, cid) == "awaiting_gpu"
     layout = RunLayout(run_dir(context.settings, cid))
     assert load_report(GateReport, layout).reached_gpu_boundary
     host = load_report(HostBuildReport, layout)
@@ -200,7 +201,7 @@ def test_a_killed_worker_resumes_without_repeating_a_stage(
     wait_for(lambda: all(not Path(f"/proc/{pid}").exists() for pid in children), 10, "job exit")
     second = worker_process(context, tmp_path / "worker-2.log")
     try:
-        assert wait_terminal(client, cid) == "finished"
+        assert wait_terminal(client, cid) == "awaiting_gpu"
     finally:
         stop_process(second)
     rows = stage_rows(context, cid)
@@ -265,15 +266,16 @@ def test_a_pr_comment_runs_a_port_and_reports_back(
         )
         workers.start()
         try:
-            assert wait_terminal(client, cid) == "finished"
+            assert wait_terminal(client, cid) == "awaiting_gpu"
             wait_for(
                 lambda: len(fake.calls_to("POST", r".*/issues/3/comments")) == 1, 30, "a comment"
             )
         finally:
             workers.stop()
         [note] = fake.calls_to("POST", r".*/issues/3/comments")
-        assert f"port of `{OPERATOR}`: **finished**" in note.body["body"]
-        states = [c.body["state"] for c in fake.calls_to("POST", r".*/statuses/b+")]
-        assert states[0] == "pending" and states[-1] in {"success", "failure"}
+        assert f"port of `{OPERATOR}`: **awaiting_gpu**" in note.body["body"]
+        statuses = [c.body for c in fake.calls_to("POST", r".*/statuses/b+")]
+        assert [s["state"] for s in statuses] == ["pending", "pending"]  # not red: GPU pending
+        assert statuses[-1]["description"].endswith("; GPU run pending")
     finally:
         fake.stop()

@@ -248,9 +248,25 @@ def test_a_broken_spec_in_the_pr_is_reported_on_the_pr(
     assert response.json()["status"] == "failed"
     [note] = github.calls_to("POST", r"/api/v3/repos/acme/kernels/issues/7/comments")
     assert "could not start the port of `vadd`" in note.body["body"]
+    assert "\n- `spec_version`: " in note.body["body"], "the comment names the failing fields"
     [status] = github.calls_to("POST", rf"/api/v3/repos/acme/kernels/statuses/{HEAD}")
     assert status.body["state"] == "error"
     assert conversions(context) == []
+
+
+def test_a_comment_and_a_label_on_one_commit_share_one_run(
+    client: TestClient, context: ServiceContext, github: FakeGitHub
+) -> None:
+    first = deliver(client, "issue_comment", comment("/tileport port vadd")).json()
+    second = deliver(client, "pull_request", labelled()).json()
+    again = deliver(client, "issue_comment", comment("/tileport port vadd")).json()
+    [conversion] = conversions(context)
+    assert first["conversions"] == second["conversions"] == again["conversions"] == [conversion.id]
+    statuses = github.calls_to("POST", rf"/api/v3/repos/acme/kernels/statuses/{HEAD}")
+    assert len(statuses) == 1, "one pending status for the one run"
+    github.repos[REPO].head_sha = "b" * 40
+    newer = deliver(client, "issue_comment", comment("/tileport port vadd")).json()
+    assert newer["conversions"] != first["conversions"], "a new head commit is a new run"
 
 
 def test_an_unknown_operator_is_reported(
@@ -298,6 +314,22 @@ def test_the_outcome_is_reported_with_figures(
     assert f"https://tileport.example/runs/{cid}" in text
     final = github.calls_to("POST", rf"/api/v3/repos/acme/kernels/statuses/{HEAD}")[-1]
     assert final.body["state"] == state and final.body["context"] == "tileport/vadd"
+
+
+def test_a_run_awaiting_a_gpu_is_pending_with_its_level(
+    client: TestClient, context: ServiceContext, github: FakeGitHub
+) -> None:
+    cid = finished_conversion(client, context, "AWAITING_GPU")
+    with context.sessions.begin() as session:
+        row = session.get_one(Conversion, cid)
+        row.status = ConversionStatus.AWAITING_GPU
+        row.headline = {"level": "IR exact, SASS-identical sm_90/sm_100"}
+    report_conversion(context.settings, context.sessions, cid)
+    final = github.calls_to("POST", rf"/api/v3/repos/acme/kernels/statuses/{HEAD}")[-1]
+    assert final.body["state"] == "pending"
+    assert final.body["description"] == "IR exact, SASS-identical sm_90/sm_100; GPU run pending"
+    [note] = github.calls_to("POST", r"/api/v3/repos/acme/kernels/issues/7/comments")
+    assert "**awaiting_gpu**" in note.body["body"]
 
 
 def test_a_github_outage_while_reporting_is_recorded(

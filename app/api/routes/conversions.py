@@ -15,6 +15,7 @@ from app import conversions
 from app.api.deps import CallerDep, ContextDep, SessionDep
 from app.context import ServiceContext
 from app.errors import ApiError
+from app.gpu_results import completion
 from app.intake import (
     RawSubmission,
     Submission,
@@ -24,6 +25,7 @@ from app.intake import (
 )
 from app.storage.database import transaction
 from app.storage.models import Conversion, utcnow
+from app.worker.checkpoints import prune
 from schemas.api import (
     ConversionAccepted,
     ConversionFromPath,
@@ -86,12 +88,34 @@ async def read_part(form: FormData, name: str, limit: int) -> tuple[str, bytes]:
     return "", part.encode()
 
 
+def unknown_options(error: ValidationError, prefix: tuple[str, ...] = ()) -> ApiError | None:
+    """422 naming the keys RunOptions does not know, with the ones it does."""
+    unknown = [
+        str(item["loc"][len(prefix)])
+        for item in error.errors()
+        if item["type"] == "extra_forbidden" and tuple(item["loc"][: len(prefix)]) == prefix
+    ]
+    if not unknown:
+        return None
+    return ApiError(
+        422,
+        ErrorCode.INVALID_OPTIONS,
+        f"unknown option(s) {', '.join(unknown)}",
+        {"unknown": unknown, "known": list(RunOptions.model_fields)},
+    )
+
+
 def parse_options(raw: str | None) -> RunOptions:
     if not raw:
         return RunOptions()
     try:
         return RunOptions.model_validate(json.loads(raw))
-    except (json.JSONDecodeError, ValidationError) as error:
+    except ValidationError as error:
+        raise unknown_options(error) or invalid_request(
+            "`options` must be a JSON object of RunOptions",
+            errors=json.loads(error.json(include_url=False, include_input=False)),
+        ) from error
+    except json.JSONDecodeError as error:
         raise invalid_request("`options` must be a JSON object of RunOptions") from error
 
 
@@ -124,7 +148,7 @@ async def json_submission(request: Request, context: ServiceContext) -> Submissi
     try:
         body = ConversionFromPath.model_validate_json(await request.body())
     except ValidationError as error:
-        raise invalid_request(
+        raise unknown_options(error, ("options",)) or invalid_request(
             "the JSON body does not match ConversionFromPath",
             errors=json.loads(error.json(include_url=False, include_input=False)),
         ) from error
@@ -218,8 +242,9 @@ def list_conversions(
 
 
 @router.get("/{conversion_id}", response_model=ConversionView, responses=ERRORS)
-def get_conversion(conversion_id: str, session: SessionDep) -> Response:
-    view = conversions.full_view(conversions.get(session, conversion_id))
+def get_conversion(conversion_id: str, session: SessionDep, context: ContextDep) -> Response:
+    conversion = conversions.get(session, conversion_id)
+    view = conversions.full_view(conversion, completion(context.settings, conversion))
     # Serialised once here: the view is already validated, and this is the polled path.
     return Response(view.model_dump_json(), media_type="application/json")
 
@@ -230,4 +255,10 @@ def get_conversion(conversion_id: str, session: SessionDep) -> Response:
 def cancel_conversion(conversion_id: str, context: ContextDep, caller: CallerDep) -> ConversionView:
     # A task already on the broker finds the conversion cancelled when it tries
     # to claim it, so nothing needs revoking there.
-    return conversions.full_view(conversions.cancel(context.sessions, conversion_id, caller))
+    with context.sessions() as session:
+        before = conversions.get(session, conversion_id).status
+    cancelled = conversions.cancel(context.sessions, conversion_id, caller)
+    if before == ConversionStatus.AWAITING_GPU:
+        # Its checkpoints were kept for the completion that will not come.
+        prune(context.settings.resolved_database_url, conversion_id)
+    return conversions.full_view(cancelled)
