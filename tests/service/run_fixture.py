@@ -39,6 +39,13 @@ TIMELINE = [
     (Stage.FINAL_GATE, "PASS", 0.3),
 ]
 PERF = [("ragged_f32", 1.00, 10.0), ("many_rows_f16", 0.98, 50.0), ("wide_bf16", 1.04, 80.0)]
+LEVEL = "IR exact, SASS-identical sm_90/sm_100"
+KERNEL_RS = """// the port
+pub fn softmax_kernel<const BLOCK: i32>(x: &Tensor<f32, 2>, out: &mut Tensor<f32, 2>) {
+    let row = load_tile(x, [get_tile_block_id().0, 0]);
+    store_tile(out, exp(row - reduce_max(row, 1)));
+}
+"""
 
 
 def perf_report(run_id: str) -> PerfReport:
@@ -103,7 +110,7 @@ def write_run_files(context: ServiceContext, conversion_id: str) -> None:
     reference = (FIXTURES / "softmax_ref.mlir").read_text()
     layout.reference_ir("row").write_text(reference)
     layout.generated_ir("row").write_text(reference.replace("neg_inf", "zero"))
-    layout.kernel_rs.write_text("// the port\n")
+    layout.kernel_rs.write_text(KERNEL_RS)
     save_report(perf_report("run-1"), layout)
     save_report(correctness_report("run-1"), layout)
 
@@ -139,7 +146,7 @@ def finish(context: ServiceContext, conversion_id: str, done: int = 2) -> None:
     with context.sessions.begin() as session:
         row = session.get_one(Conversion, conversion_id)
         row.outcome, row.gate_verdict = "complete", "PASS"
-        row.headline = {"sameness": "different", "geomean_ratio": 1.0066}
+        row.headline = {"sameness": "different", "geomean_ratio": 1.0066, "level": LEVEL}
         owner = row.lease_owner
     claim = queue.Claim(conversion_id, 1, owner or "worker")
     assert queue.finish(context.sessions, claim, ConversionStatus.FINISHED)

@@ -191,6 +191,26 @@ def test_mutations_need_a_valid_bearer_token(client: TestClient) -> None:
     assert client.get(f"/v1/conversions/{accepted}").status_code == 200
 
 
+def test_unknown_options_are_refused_with_the_known_keys(client: TestClient) -> None:
+    for response in (
+        client.post(
+            "/v1/conversions",
+            files=upload_files(),
+            data={"options": '{"no-gpu": true}'},
+            headers=AUTH,
+        ),
+        client.post(
+            "/v1/conversions",
+            json={"source_path": "vadd.py", "options": {"no-gpu": True}},
+            headers=AUTH,
+        ),
+    ):
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["code"] == "invalid_options" and error["detail"]["unknown"] == ["no-gpu"]
+        assert error["detail"]["known"] == ["no_gpu", "llm", "gpu_arch"]
+
+
 def test_json_submission_reads_files_under_the_source_root(client: TestClient) -> None:
     response = client.post(
         "/v1/conversions",

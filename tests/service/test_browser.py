@@ -1,6 +1,7 @@
 """The web pages in real headless Chromium (Debian's `chromium`): the run page's
-DOM and a screenshot checked for its content, and the live timeline updating
-by polling until the run ends. Chromium is installed with apt-get when it is
+DOM and a screenshot checked for its content (the result first: verdict, level,
+kernel.rs; a run awaiting a GPU in amber), and the live timeline updating by
+polling until the run ends. Chromium is installed with apt-get when it is
 missing and the suite runs as root; otherwise these tests are skipped."""
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 from png_reader import read_png
-from run_fixture import finish, finished_run, running_run
+from run_fixture import LEVEL, finish, finished_run, running_run
 from service_support import free_port, wait_http
 
 from app.api.main import create_app
 from app.context import ServiceContext
+from app.storage.models import Conversion
 from app.web.charts import FASTER, WITHIN_LIMIT
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 INSTALL_TIMEOUT_S = 900
 CRITICAL_BACKGROUND = (0xFF, 0xCD, 0xD2)
 HEADER_BACKGROUND = (0x26, 0x32, 0x38)
+FINISHED_GREEN = (0x2E, 0x7D, 0x32)  # the status badge and the result's border
+AMBER = (0xEF, 0x8F, 0x00)  # awaiting a GPU: badge and border
+AMBER_BACKGROUND = (0xFF, 0xF8, 0xE1)
 
 
 def hex_rgb(colour: str) -> tuple[int, int, int]:
@@ -119,6 +124,10 @@ def test_run_page_renders_in_chromium(
     cid = finished_run(client, context)
     url = f"{live.url}/runs/{cid}"
     dom = run_browser(browser, tmp_path / "profile-dom", url, "--dump-dom")
+    result = dom.split('<section class="result result-finished">')[1].split("</section>")[0]
+    assert "status-finished" in result and ">PASS</strong>" in result and LEVEL in result
+    assert dom.index("result-finished") < dom.index('id="kernel-rs"') < dom.index('class="ir"')
+    assert '<span class="k">pub</span>' in dom, "kernel.rs is highlighted"
     assert 'data-stage="final_gate"' in dom
     assert 'class="critical"' in dom and "padding_value" in dom
     assert "<svg" in dom and "ratio-chart" in dom
@@ -136,9 +145,35 @@ def test_run_page_renders_in_chromium(
     assert (width, height) == (1100, 2600)
     assert len(colours) > 50, "the screenshot is blank"
     assert colours[HEADER_BACKGROUND] > 1100 * 20, "no page header"
+    assert colours[FINISHED_GREEN] > 300, "no verdict at the top"
     assert colours[CRITICAL_BACKGROUND] > 2000, "the critical IR line is not highlighted"
     assert colours[hex_rgb(FASTER)] > 500, "no bar at or under parity in the chart"
     assert colours[hex_rgb(WITHIN_LIMIT)] > 500, "no bar within the limit in the chart"
+
+
+def test_a_run_awaiting_a_gpu_is_amber_in_chromium(
+    browser: str, live: LiveServer, client: TestClient, context: ServiceContext, tmp_path: Path
+) -> None:
+    cid = finished_run(client, context)
+    with context.sessions.begin() as session:
+        row = session.get_one(Conversion, cid)
+        row.status, row.gate_verdict = "awaiting_gpu", "AWAITING_GPU"
+    url = f"{live.url}/runs/{cid}"
+    dom = run_browser(browser, tmp_path / "profile-dom", url, "--dump-dom")
+    assert "GPU run is pending" in dom and "tileport gpu-run " in dom and LEVEL in dom
+    shot = tmp_path / "awaiting.png"
+    run_browser(
+        browser,
+        tmp_path / "profile-shot",
+        url,
+        f"--screenshot={shot}",
+        "--window-size=1100,900",
+        "--force-device-scale-factor=1",
+    )
+    _, _, colours = read_png(shot.read_bytes())
+    assert colours[AMBER] > 300, "no amber verdict"
+    assert colours[AMBER_BACKGROUND] > 1100 * 40, "no amber result panel"
+    assert colours[FINISHED_GREEN] < 50, "nothing says finished"
 
 
 class FinishOnFirstPoll:

@@ -1,5 +1,5 @@
 """Server-rendered pages: the runs list and a run's page, with the fragments
-their scripts poll for live status."""
+their scripts poll for live status, and the HTML form of an error on a page."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi.templating import Jinja2Templates
 
 from app import conversions
 from app.api.deps import ContextDep, SessionDep
+from app.gpu_results import completion
 from app.web.views import pretty_json, run_page
 from schemas.api import ConversionStatus
 
@@ -32,6 +33,21 @@ router = APIRouter(include_in_schema=False)
 def render(request: Request, template: str, **values: Any) -> HTMLResponse:
     response = templates.TemplateResponse(request, template, values)
     response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+PAGE_TITLES = {404: "Not found", 400: "Bad request", 422: "Bad request", 500: "Internal error"}
+
+
+def is_page(request: Request) -> bool:
+    """Requests the web pages answer (HTML), as opposed to the API's (JSON)."""
+    return request.url.path == "/" or request.url.path.startswith("/runs")
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    title = PAGE_TITLES.get(status, "Error")
+    response = render(request, "error.html", status=status, title=title, message=message)
+    response.status_code = status
     return response
 
 
@@ -85,7 +101,7 @@ def run_view(
 ) -> HTMLResponse:
     conversion = conversions.get(session, conversion_id, with_reports=True)
     page = run_page(session, context.settings, conversion)
-    view = conversions.full_view(conversion)
+    view = conversions.full_view(conversion, completion(context.settings, conversion))
     return render(request, "run.html", page=page, run=conversion, view=view)
 
 
