@@ -2,8 +2,11 @@
 
 Starts `tileport serve` on a fresh SQLite data directory, submits the example
 softmax conversion over REST, follows its stage timeline, then prints the
-status page URL and the outcome. The server keeps running until Ctrl-C when
-`--keep-serving` is given; otherwise it is stopped once the run has ended."""
+status page URL and the outcome. Without a GPU the run ends `awaiting_gpu`:
+every check that needs no GPU passed, and the demo prints the GPU job bundle and
+the one command that completes the run from a GPU host. The server keeps
+running until Ctrl-C when `--keep-serving` is given (so that command can reach
+it); otherwise it is stopped once the run has settled."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import httpx
 from toolchain.env import REPO_ROOT
 
 KERNELS = REPO_ROOT / "examples" / "kernels"
-TERMINAL_STATUSES = frozenset({"finished", "cancelled", "error"})
+SETTLED_STATUSES = frozenset({"finished", "cancelled", "error", "awaiting_gpu"})
 POLL_S = 1.0
 STARTUP_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 900.0
@@ -97,7 +100,7 @@ def follow(client: httpx.Client, conversion_id: str) -> dict[str, Any]:
                 shown.add(key)
                 verdict_class = f" ({stage['verdict_class']})" if stage.get("verdict_class") else ""
                 print(f"  {key[0]:<18} attempt {key[1]}  {stage['verdict']}{verdict_class}")
-        if status.get("status") in TERMINAL_STATUSES:
+        if status.get("status") in SETTLED_STATUSES:
             return status
         time.sleep(POLL_S)
     raise RuntimeError(f"conversion {conversion_id} did not finish in {RUN_TIMEOUT_S:.0f} s")
@@ -118,17 +121,27 @@ def run_demo(keep_serving: bool, no_gpu: bool) -> int:
             page = f"{base}{created['links']['web']}"
             print(f"status page: {page}")
             status = follow(client, conversion_id)
+        for key, value in (status.get("headline") or {}).items():
+            print(f"  {key}: {value}")
+        print(f"status page: {page}")
         print(
             f"outcome: {status.get('status')}, {status.get('outcome')}, "
             f"final gate {status.get('gate_verdict')}"
         )
-        for key, value in (status.get("headline") or {}).items():
-            print(f"  {key}: {value}")
-        print(f"status page: {page}")
+        gpu = status.get("gpu")
+        if gpu:
+            print(
+                f"awaiting a GPU: {status.get('level') or 'every check that needs no GPU passed'}"
+            )
+            print(
+                f"GPU job bundle: {data_dir / 'artifacts' / 'runs' / conversion_id / gpu['bundle']}"
+            )
+            print("complete the run from a GPU host (the server must be up: --keep-serving):")
+            print(f"  TILEPORT_API_TOKEN={token} {gpu['command']}")
         if keep_serving:
             print("serving until Ctrl-C")
             server.wait()
-        return 0 if status.get("status") == "finished" else 1
+        return 0 if status.get("status") in ("finished", "awaiting_gpu") else 1
     finally:
         server.terminate()
         server.wait(timeout=30)
