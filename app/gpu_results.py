@@ -34,7 +34,6 @@ RESULTS_DIR = f"{SERVICE_DIR}/gpu-results"
 class Arrival:
     """One accepted result folder: where it is kept and whether the run resumes."""
 
-    conversion_id: str
     results: str
     checked: GpuResults
     resumed: bool
@@ -111,7 +110,7 @@ def accept_results(
             conversions.record_event(
                 session, "gpu.results_blocked", checked.run.statement, conversion_id, **detail
             )
-            return Arrival(conversion_id, relative, checked, resumed=False)
+            return Arrival(relative, checked, resumed=False)
         changed = changed_rows(
             session,
             update(Conversion)
@@ -134,7 +133,7 @@ def accept_results(
     if changed != 1:
         shutil.rmtree(folder, ignore_errors=True)
         raise not_awaiting("no longer awaiting GPU results (another folder came first)")
-    return Arrival(conversion_id, relative, checked, resumed=True)
+    return Arrival(relative, checked, resumed=True)
 
 
 def completion(settings: Settings, conversion: Conversion) -> GpuCompletion | None:

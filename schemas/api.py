@@ -78,11 +78,6 @@ class ConversionStatus(StrEnum):
             ConversionStatus.CANCELLED,
         }
 
-    @property
-    def settled(self) -> bool:
-        """No worker holds it: terminal, or waiting for GPU results."""
-        return self.terminal or self is ConversionStatus.AWAITING_GPU
-
 
 class Links(BaseModel):
     self: str
