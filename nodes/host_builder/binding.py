@@ -379,7 +379,13 @@ def _allowed_dtypes(
             taken = [d for d in spec_dtypes if d in RUST_ELEMENT_TYPES]
         else:
             pointee = typed.split("::")[-1]
-            taken = [d for d in spec_dtypes if RUST_ELEMENT_TYPES.get(d) == pointee]
+            # Integer arrays reach a kernel that reads their bits unsigned as they are.
+            taken = [
+                d
+                for d in spec_dtypes
+                if pointee
+                in (RUST_ELEMENT_TYPES.get(d), SAME_BITS.get(RUST_ELEMENT_TYPES.get(d, "")))
+            ]
         if not taken:
             raise BindingError(
                 f"{entry.name}: array {source.array!r} is `*mut {typed}`, which takes "

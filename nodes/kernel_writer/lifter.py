@@ -46,6 +46,7 @@ from tileir.types import parse_view
 Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view"]
 INDENT = "    "
 FACT_HELPER = "divisible"
+FLOAT_CONSTANTS = "float_constants"  # the module item of the `FloatConstants` bound
 SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
 
 ROUNDING = {
@@ -265,6 +266,10 @@ class Lifter:
     ) -> tuple[list[str], list[str]]:
         """Put the inferred Rust element type (its sign) into `{value}` holes."""
         out = []
+        # An array's dtype names its bits only: where the ops read an integer array
+        # unsigned, its pointer is declared with the unsigned element (the C ABI passes
+        # the same bits), so every use of the pointer has one type.
+        pointees: dict[str, str] = {}
         for value in self.resolved.entry_args:
             element = self.elements.rust.get(value)
             binding = self.bindings.get(value)
@@ -272,14 +277,17 @@ class Lifter:
                 continue
             if binding.form == "scalar":
                 binding.rust_type = element
-            else:
+            elif binding.form == "ptr":
                 binding.rust_type = f"PointerTile<*mut {element}, {{ [] }}>"
+                pointees[binding.expr] = element
         for line in signature:
             name, _, hole = line.partition(": ")
             if hole.startswith("{") and hole.endswith("}"):
                 hole = self.elements.rust.get(int(hole[1:-1]), hole)
+            elif name in pointees and hole.startswith("*mut ") and hole != "*mut E":
+                hole = f"*mut {pointees[name]}"
             out.append(f"{name}: {hole}")
-        return out, preamble
+        return out, [_retyped_pointer(line, pointees) for line in preamble]
 
     def entry_hints(self) -> str | None:
         text = self.entry.attributes.get("optimization_hints", "")
@@ -596,6 +604,12 @@ class Lifter:
         # Rank 0 too goes through `constant(..)`: a Rust literal would carry an
         # exact value that cutile-rs folds and turns into extra assumes.
         rhs = f"constant({literal.dense}, {shape_macro(info.dims)})"
+        if literal.float_constant:
+            self.module_items.add(FLOAT_CONSTANTS)
+        if literal.via_f32:
+            wide = self.names.fresh("cst_f32")
+            self.emit(scope, f"let {wide}: Tile<f32, {shape_braces(info.dims)}> = {rhs};")
+            rhs = f"convert_tile({wide})"
         self.let(scope, op, value, "tile", self.tile_type(value), rhs)
 
     def op_assume(self, op: Op, scope: _Scope) -> None:
@@ -1125,8 +1139,11 @@ class Lifter:
         reverse = (
             "reverse::Reverse" if op.attributes.get("reverse") == "true" else ("reverse::Forward")
         )
-        zero = constant_literal(f"{element}:0", self.element(operand), "", op).dense
-        expr = f"scan_sum({self.use(operand, 'tile')}, 0i32, {reverse}, {zero})"
+        bits = "0x0" if is_float(element) else "0"  # the parser's spelling of a float
+        zero = constant_literal(f"{element}:{bits}", self.element(operand), self.where(op), op)
+        if zero.via_f32:
+            raise Blocked(op.name, self.where(op), "a scan of the dtype generic E")
+        expr = f"scan_sum({self.use(operand, 'tile')}, 0i32, {reverse}, {zero.dense})"
         self.let_value(scope, op, value, False, expr)
 
     # -- pointers -------------------------------------------------------------------
@@ -1449,6 +1466,19 @@ class Lifter:
             "an `if` inside a loop or with several results: cutile-rs threads the loop's "
             "carried values through it (UPSTREAM_GAPS.md G8)",
         )
+
+
+def _retyped_pointer(line: str, pointees: dict[str, str]) -> str:
+    """The preamble line `let x: PointerTile<*mut T, { [] }> = pointer_to_tile(x);` with
+    the pointee the ops read (`pointees[x]`); other lines as they are."""
+    name = line[4:].partition(":")[0] if line.startswith("let ") else ""
+    if name not in pointees or not line.endswith(f" = pointer_to_tile({name});"):
+        return line
+    return (
+        line
+        if "<*mut E," in line
+        else f"let {name}: PointerTile<*mut {pointees[name]}, {{ [] }}> = pointer_to_tile({name});"
+    )
 
 
 def _dtype_element(dtype: str) -> str:

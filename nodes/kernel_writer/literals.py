@@ -2,9 +2,14 @@
 
 The parser normalises a constant to `type:value` with floats as bit patterns
 (`f32:0x3fb8aa3b`). A float becomes the shortest decimal that rounds back to
-the same bits in its type; infinities and zero of 16-bit floats and of the
-dtype generic `E` use the associated constants cutile-rs understands
-(`f16::ZERO`, `E::NEG_INFINITY`).
+the same bits in its type; zero, one and the infinities of 16-bit floats and
+of the dtype generic `E` use their associated constants (`f16::ZERO`,
+`E::NEG_INFINITY`), which cutile-rs compiles to the constant of E's type.
+cutile-rs's `ElementType` declares only `ZERO`, so for rustc an `E` that names
+another one is bound by the module's `FloatConstants` (module.py). Any other
+constant of `E` is an f32 constant converted to `E`
+(`convert_tile(constant(0.5f32, ..))`): nothing for E = f32, an `ftof` of a
+constant otherwise; verification decides whether that is the same machine code.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ class RustLiteral:
 
     scalar: str | None
     dense: str
+    via_f32: bool = False  # `dense` is an f32 literal to convert to the generic E
+    float_constant: bool = False  # `E::ONE` and the like: E needs `FloatConstants`
 
 
 def _float_from_bits(bits: int, element: str) -> float:
@@ -65,14 +72,14 @@ def _float_literal(bits: int, ir_element: str, rust: str, where: str, op: Op) ->
     if math.isnan(value):
         raise Blocked(op.name, where, "a NaN constant has no exact cutile-rs spelling")
     negative_zero = value == 0.0 and math.copysign(1.0, value) < 0
-    if rust == "E" or rust in ("f16", "bf16"):
+    if rust == "E":
         if value in _ASSOCIATED and not negative_zero:
             name = _ASSOCIATED[value]
-            return RustLiteral(None, f"{rust}::{name}")
-        if rust == "E":
-            raise Blocked(
-                op.name, where, f"the dtype-generic constant {value!r} has no spelling for every E"
-            )
+            return RustLiteral(None, f"E::{name}", float_constant=name != "ZERO")
+        return RustLiteral(None, f"{shortest_float(value, ir_element)}f32", via_f32=True)
+    if rust in ("f16", "bf16"):
+        if value in _ASSOCIATED and not negative_zero:
+            return RustLiteral(None, f"{rust}::{_ASSOCIATED[value]}")
         return RustLiteral(None, shortest_float(value, ir_element))
     if math.isinf(value):
         return RustLiteral(None, f"{rust}::{'INFINITY' if value > 0 else 'NEG_INFINITY'}")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import generic_name, probe_values, recover
-from nodes.kernel_writer.lifter import FactSlot, LiftedKernel, Lifter, ParamLayout
+from nodes.kernel_writer.lifter import FLOAT_CONSTANTS, FactSlot, LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
 from nodes.kernel_writer.rust_check import RustCheck, check_kernel_rs
@@ -465,7 +465,8 @@ class _Porter:
     ) -> EntryCode:
         generics: list[GenericParam] = []
         if lifted.uses_element_generic:
-            generics.append(GenericParam("E", "type"))
+            bound = "FloatConstants" if FLOAT_CONSTANTS in lifted.module_items else "ElementType"
+            generics.append(GenericParam("E", "type", bound))
         generics += [GenericParam(generic_name(c), "const") for c in constants]
         text = "\n".join(lines)
         if re.search(rf"\b{ELEMENT_BYTES_GENERIC}\b", text):

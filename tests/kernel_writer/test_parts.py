@@ -39,11 +39,22 @@ def test_constant_spellings() -> None:
     assert constant_literal("i1:1", "bool", "here", OP).dense == "true"
 
 
+def test_generic_float_constants() -> None:
+    """cutile-rs's ElementType has only ZERO: E::ONE and the infinities need the
+    module's FloatConstants bound; other values convert an f32 constant."""
+    quarter = constant_literal(f32_bits(0.25), "E", "k.py:3:1", OP)
+    assert (quarter.dense, quarter.via_f32) == ("0.25f32", True)
+    low = constant_literal(f32_bits(float("-inf")), "E", "k.py:3:1", OP)
+    assert (low.dense, low.float_constant, low.via_f32) == ("E::NEG_INFINITY", True, False)
+    one = constant_literal("f16:0x3c00", "E", "k.py:3:1", OP)
+    assert (one.dense, one.float_constant) == ("E::ONE", True)
+    assert not constant_literal("f32:0x00000000", "E", "k.py:3:1", OP).float_constant
+    assert not constant_literal("f16:0x3c00", "f16", "k.py:3:1", OP).via_f32
+
+
 def test_constants_without_an_exact_spelling_are_blocked() -> None:
     with pytest.raises(Blocked, match="NaN"):
         constant_literal("f32:0x7fc00000", "f32", "k.py:3:1", OP)
-    with pytest.raises(Blocked, match="every E"):
-        constant_literal(f32_bits(0.25), "E", "k.py:3:1", OP)
     with pytest.raises(Blocked, match="non-splat"):
         constant_literal("i32:[1, 2]", "i32", "k.py:3:1", OP)
 
@@ -145,7 +156,7 @@ def test_declared_ops_are_known() -> None:
     )
 
 
-def _check(exact: bool, sass: bool) -> ConfigCheck:
+def _check(exact: bool, sass: bool, targets: tuple[str, ...] = ("sm_90", "sm_100")) -> ConfigCheck:
     return ConfigCheck(
         config="c",
         variant="v",
@@ -153,7 +164,7 @@ def _check(exact: bool, sass: bool) -> ConfigCheck:
         generic_args=[],
         exact=exact,
         ir_level="exact" if exact else "different",
-        targets=[TargetCheck(target="sm_90", sass_identical=sass)],
+        targets=[TargetCheck(target=target, sass_identical=sass) for target in targets],
     )
 
 
@@ -162,9 +173,11 @@ def test_a_compiled_report_must_be_proven() -> None:
         kernel="k", spec="k.port.yaml", summary="s", kernel_rs="kernel.rs", rustc_check=True
     )
     PortReport(verdict=KernelWriterVerdict.COMPILED, checks=[_check(True, True)], **fields)
-    for check in (_check(False, True), _check(True, False)):
-        with pytest.raises(ValueError, match="exact and SASS"):
-            PortReport(verdict=KernelWriterVerdict.COMPILED, checks=[check], **fields)
+    # SASS-identical on both targets with another IR text is a COMPILED level too.
+    PortReport(verdict=KernelWriterVerdict.COMPILED, checks=[_check(False, True)], **fields)
+    for checks in ([_check(True, False)], [_check(True, True, ("sm_90",))], []):
+        with pytest.raises(ValueError, match="exact or SASS-identical on sm_90 and sm_100"):
+            PortReport(verdict=KernelWriterVerdict.COMPILED, checks=checks, **fields)
     with pytest.raises(ValueError, match="rustc"):
         PortReport(
             verdict=KernelWriterVerdict.COMPILED,
