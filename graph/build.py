@@ -18,7 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.routing import CAPS, NEXT_CHOICES, next_target
 from graph.stages import ROUTED_STAGES, StageFn, StageNodes
-from schemas.pipeline import Outcome, Stage, StageRecord
+from schemas.pipeline import LlmSpend, Outcome, Stage, StageRecord
 from schemas.reports import EXTRA_REPORTS, PRIMARY_REPORT, save_report
 from schemas.state import PipelineState, StageResult
 
@@ -161,8 +161,17 @@ def _apply(
             "llm_cost_usd": state.llm_cost_usd + result.llm_cost_usd,
         }
     )
+    if result.llm_tokens or result.llm_cost_usd:
+        spend = LlmSpend(
+            stage=stage,
+            attempt=record.attempt,
+            model=result.llm_model,
+            total_tokens=result.llm_tokens,
+            cost_usd=result.llm_cost_usd,
+        )
+        updated.llm_usage = [*state.llm_usage, spend]
     changed = {"attempts", "verdicts", "verdict_classes", "reports", "records"}
-    changed |= {"llm_tokens", "llm_cost_usd"}
+    changed |= {"llm_tokens", "llm_cost_usd", "llm_usage"}
     # Plain JSON values only, so that every checkpointer can store the state.
     return updated.model_dump(mode="json", include=changed)
 

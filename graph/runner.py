@@ -127,4 +127,5 @@ def _summary(state: PipelineState, layout: RunLayout) -> RunSummary:
         headline=gate.headline if gate is not None else {},
         llm_tokens=state.llm_tokens,
         llm_cost_usd=state.llm_cost_usd,
+        llm_usage=state.llm_usage,
     )

@@ -112,7 +112,9 @@ def analyse(
     report = _decide(meta, results, uncompared, correctness_failed, notes)
     tokens, cost = 0, 0.0
     if state.options.llm and report.variants:
-        note, usage = optional_commentary(_COMMENTARY_SYSTEM, _commentary_question(report))
+        note, usage = optional_commentary(
+            _COMMENTARY_SYSTEM, _commentary_question(report), spent=state.llm_spent()
+        )
         if note:
             report = report.model_copy(update={"notes": [*report.notes, note]})
         tokens, cost = usage.total_tokens, usage.cost_usd

@@ -104,7 +104,9 @@ def run(state: PipelineState) -> StageResult:
     report = investigate(state)
     tokens, cost = 0, 0.0
     if state.options.llm:
-        note, usage = optional_commentary(_COMMENTARY_SYSTEM, _question(report))
+        note, usage = optional_commentary(
+            _COMMENTARY_SYSTEM, _question(report), spent=state.llm_spent()
+        )
         if note:
             report = report.model_copy(update={"notes": [*report.notes, note]})
         tokens, cost = usage.total_tokens, usage.cost_usd

@@ -3,7 +3,8 @@
 The kernel writer hands the loop a `verify` callable (compile the candidate
 `kernel.rs`, then diff its Tile IR against the reference) that answers with a
 `VerifyOutcome`; the loop answers with an `LlmPortResult`: the accepted source
-or why there is none, every attempt, and the tokens and money spent.
+or why there is none, every attempt, and the tokens and money spent. Stage B
+records what its fallback did in kernel_writer.json as an `LlmFallbackRecord`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from enum import StrEnum
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.verdicts import KernelWriterVerdict
 
 
 class _Strict(BaseModel):
@@ -33,6 +36,9 @@ class VerifyOutcome(_Strict):
     step: VerifyStep = Field(description="The last step run: where it failed, or ir_diff.")
     feedback: str = Field(
         "", description="Compiler errors or IR-diff findings, sent back to the model on a retry."
+    )
+    verdict: KernelWriterVerdict | None = Field(
+        None, description="The verdict the candidate would get as the port; None without source."
     )
 
     @model_validator(mode="after")
@@ -61,6 +67,8 @@ class LlmAttempt(_Strict):
     number: int = Field(ge=1)
     usage: TokenUsage
     outcome: VerifyOutcome
+    retries: int = Field(0, ge=0, description="Requests repeated after a 429, 5xx or timeout.")
+    seconds: float = Field(0.0, ge=0, description="Wall time of the request and the check.")
 
 
 class LlmStatus(StrEnum):
@@ -68,8 +76,13 @@ class LlmStatus(StrEnum):
     EXHAUSTED = "exhausted"
     """Every allowed attempt was made and none verified."""
     ENDPOINT_ERROR = "endpoint_error"
-    """The endpoint failed (HTTP error, unreachable, malformed reply): the loop stopped."""
+    """The endpoint failed (HTTP error, unreachable, timed out) after its retries: the
+    loop stopped."""
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    """The run's token or cost cap was reached before a verified answer."""
     NOT_CONFIGURED = "not_configured"
+    NOT_RUN = "not_run"
+    """The kernel writer had nothing to start the loop from (no reference IR)."""
 
 
 class LlmPortResult(_Strict):
@@ -88,3 +101,21 @@ class LlmPortResult(_Strict):
         if not succeeded and not self.reason.strip():
             raise ValueError(f"{self.status} needs a reason")
         return self
+
+
+class LlmFallbackRecord(_Strict):
+    """What stage B's LLM fallback did, as kernel_writer.json records it."""
+
+    status: LlmStatus
+    model: str | None = None
+    reason: str = ""
+    lifter_verdict: KernelWriterVerdict = Field(description="The lifter's verdict before it.")
+    lifter_summary: str
+    attempts: list[LlmAttempt] = Field(default_factory=list)
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    llm_entries: list[str] = Field(
+        default_factory=list,
+        description="Entries of the accepted kernel.rs the model wrote (the others are the "
+        "lifter's, unchanged).",
+    )
+    seconds: float = Field(0.0, ge=0)

@@ -58,6 +58,16 @@ class StageRecord(BaseModel):
     summary: str = ""
 
 
+class LlmSpend(BaseModel):
+    """What one stage execution spent on the LLM (a row of the `llm_usage` table)."""
+
+    stage: Stage
+    attempt: int = Field(ge=1)
+    model: str | None = None
+    total_tokens: int = Field(0, ge=0)
+    cost_usd: float = Field(0.0, ge=0)
+
+
 class RunSummary(BaseModel):
     """What a finished run says: written to reports/summary.json."""
 
@@ -71,3 +81,6 @@ class RunSummary(BaseModel):
     )
     llm_tokens: int = 0
     llm_cost_usd: float = 0.0
+    llm_usage: list[LlmSpend] = Field(
+        default_factory=list, description="Per stage execution that used the LLM."
+    )

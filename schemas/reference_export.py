@@ -160,7 +160,6 @@ ErrorKind = Literal[
     "timeout",
     "memory_limit",
     "crash",
-    "sandbox_unavailable",
 ]
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, ClassVar, Final, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from schemas.llm import LlmFallbackRecord, LlmStatus
 from schemas.pipeline import Outcome, Stage
 from schemas.run_layout import RunLayout, check_run_relative, safe_name, write_text_atomic
 from schemas.verdicts import (
@@ -314,6 +315,19 @@ class KernelWriterReport(StageReport):
     ir_self_check_passed: bool = False
     unsupported_constructs: list[str] = Field(default_factory=list)
     llm_attempts: int = Field(0, ge=0)
+    llm: LlmFallbackRecord | None = Field(
+        None, description="What the LLM fallback did, when it ran (`--llm`, the lifter stopped)."
+    )
+
+    @model_validator(mode="after")
+    def _writer_is_recorded(self) -> Self:
+        attempts = len(self.llm.attempts) if self.llm is not None else 0
+        if self.llm_attempts != attempts:
+            raise ValueError(f"llm_attempts is {self.llm_attempts}, the record has {attempts}")
+        succeeded = self.llm is not None and self.llm.status is LlmStatus.SUCCEEDED
+        if (self.writer is WriterKind.LLM) != succeeded:
+            raise ValueError("the writer is the LLM exactly when its fallback succeeded")
+        return self
 
     @model_validator(mode="after")
     def _compiled_is_proven(self) -> Self:

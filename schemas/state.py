@@ -15,7 +15,8 @@ from typing import TypedDict, TypeVar
 
 from pydantic import BaseModel, Field
 
-from schemas.pipeline import Outcome, RunOptions, Stage, StageRecord
+from schemas.llm import TokenUsage
+from schemas.pipeline import LlmSpend, Outcome, RunOptions, Stage, StageRecord
 from schemas.reports import StageReport
 from schemas.run_layout import RunLayout
 from schemas.verdicts import PerfVerdict
@@ -55,9 +56,14 @@ class PipelineState(BaseModel):
     outcome: Outcome | None = None
     llm_tokens: int = Field(0, ge=0)
     llm_cost_usd: float = Field(0.0, ge=0)
+    llm_usage: list[LlmSpend] = Field(default_factory=list)
 
     def layout(self) -> RunLayout:
         return RunLayout(Path(self.run_dir))
+
+    def llm_spent(self) -> TokenUsage:
+        """What the run has spent on the LLM so far, for its cap."""
+        return TokenUsage(total_tokens=self.llm_tokens, cost_usd=self.llm_cost_usd)
 
     def attempts_of(self, stage: Stage) -> int:
         return self.attempts.get(stage, 0)
@@ -87,9 +93,10 @@ class PipelineState(BaseModel):
 @dataclass(frozen=True)
 class StageResult:
     """What a stage callable returns: its report (the verdict lives in it), any
-    further reports it wrote, and what it spent on an LLM."""
+    further reports it wrote, and what it spent on an LLM (and which)."""
 
     report: StageReport
     extra_reports: tuple[StageReport, ...] = field(default=())
     llm_tokens: int = 0
     llm_cost_usd: float = 0.0
+    llm_model: str | None = None

@@ -1,8 +1,8 @@
 """The LLM fallback: an OpenAI-compatible chat endpoint through langchain-openai.
 
 The deterministic lifter ports the supported subset with zero tokens; this
-module is used only where it reports an unsupported construct (and, for prose
-only, by the diagnostic stages). Settings come from the environment:
+module is used only where it stops (and, for prose only, by the diagnostic
+stages). Settings come from the environment:
 
     TILEPORT_LLM_BASE_URL     the endpoint, e.g. https://host/v1   (required)
     TILEPORT_LLM_MODEL        the model name                        (required)
@@ -11,10 +11,20 @@ only, by the diagnostic stages). Settings come from the environment:
     TILEPORT_LLM_PRICE_PROMPT_PER_1K / TILEPORT_LLM_PRICE_COMPLETION_PER_1K
                               USD per 1000 tokens, for the cost record (default 0)
     TILEPORT_LLM_TIMEOUT_S    seconds per request (default 120)
+    TILEPORT_LLM_RETRIES      repeats of a request after a 429, a 5xx, a timeout or
+                              a refused connection (default 3)
+    TILEPORT_LLM_BACKOFF_S    the first wait before a repeat, doubled each time, at
+                              most 30 s; a Retry-After header sets it (default 1)
+    TILEPORT_LLM_MAX_RUN_TOKENS / TILEPORT_LLM_MAX_RUN_COST_USD
+                              the run's cap: no request starts once the run has
+                              spent this many tokens or dollars (default 200000
+                              and 10; 0 turns a cap off)
 
 `llm_port` runs a bounded loop: each completion's Rust source goes to the
 kernel writer's `verify` (compile, then IR diff), whose feedback is the next
-prompt. Tokens and cost come from each response's usage metadata.
+prompt. A reply that cannot be read counts as a failed attempt; an endpoint
+that still fails after its retries ends the loop. Tokens and cost come from
+each response's usage metadata.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -48,9 +59,19 @@ ENV_MAX_ATTEMPTS: Final = "TILEPORT_LLM_MAX_ATTEMPTS"
 ENV_PRICE_PROMPT: Final = "TILEPORT_LLM_PRICE_PROMPT_PER_1K"
 ENV_PRICE_COMPLETION: Final = "TILEPORT_LLM_PRICE_COMPLETION_PER_1K"
 ENV_TIMEOUT: Final = "TILEPORT_LLM_TIMEOUT_S"
+ENV_RETRIES: Final = "TILEPORT_LLM_RETRIES"
+ENV_BACKOFF: Final = "TILEPORT_LLM_BACKOFF_S"
+ENV_MAX_RUN_TOKENS: Final = "TILEPORT_LLM_MAX_RUN_TOKENS"
+ENV_MAX_RUN_COST: Final = "TILEPORT_LLM_MAX_RUN_COST_USD"
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
 DEFAULT_TIMEOUT_S: Final = 120.0
+DEFAULT_RETRIES: Final = 3
+DEFAULT_BACKOFF_S: Final = 1.0
+BACKOFF_CAP_S: Final = 30.0
+DEFAULT_MAX_RUN_TOKENS: Final = 200_000
+DEFAULT_MAX_RUN_COST_USD: Final = 10.0
+RETRIED_STATUSES: Final = frozenset({408, 409, 429})  # and every 5xx
 UNAUTHENTICATED_KEY: Final = "no-key"
 NOT_CONFIGURED_REASON: Final = f"no LLM is configured: set {ENV_BASE_URL} and {ENV_MODEL}"
 
@@ -63,7 +84,15 @@ class LlmConfigError(ValueError):
 
 
 class LlmEndpointError(RuntimeError):
-    """The endpoint did not answer with a usable completion."""
+    """The endpoint did not answer, even after its retries."""
+
+    def __init__(self, message: str, retries: int = 0) -> None:
+        super().__init__(message)
+        self.retries = retries
+
+
+class LlmMalformedReply(LlmEndpointError):
+    """The endpoint answered, but not with a readable chat completion."""
 
 
 @dataclass(frozen=True)
@@ -75,12 +104,39 @@ class LlmSettings:
     price_prompt_per_1k: float = 0.0
     price_completion_per_1k: float = 0.0
     timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    backoff_s: float = DEFAULT_BACKOFF_S
+    max_run_tokens: int = DEFAULT_MAX_RUN_TOKENS
+    max_run_cost_usd: float = DEFAULT_MAX_RUN_COST_USD
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (
             prompt_tokens / 1000 * self.price_prompt_per_1k
             + completion_tokens / 1000 * self.price_completion_per_1k
         )
+
+    def over_budget(self, spent: TokenUsage) -> str | None:
+        """Why the run may start no further request, or None while it may."""
+        if self.max_run_tokens and spent.total_tokens >= self.max_run_tokens:
+            return (
+                f"the run has spent {spent.total_tokens} LLM tokens, its cap is "
+                f"{self.max_run_tokens} ({ENV_MAX_RUN_TOKENS})"
+            )
+        if self.max_run_cost_usd and spent.cost_usd >= self.max_run_cost_usd:
+            return (
+                f"the run has spent ${spent.cost_usd:.4f} on the LLM, its cap is "
+                f"${self.max_run_cost_usd:.4f} ({ENV_MAX_RUN_COST})"
+            )
+        return None
+
+    def backoff(self, retry: int, error: openai.OpenAIError) -> float:
+        """Seconds to wait before repeat `retry` (0-based): the endpoint's Retry-After
+        when it sends one, else the doubling backoff; at most BACKOFF_CAP_S."""
+        wait: float = self.backoff_s * 2**retry
+        if isinstance(error, openai.APIStatusError):
+            asked = _retry_after(error.response.headers)
+            wait = wait if asked is None else asked
+        return min(wait, BACKOFF_CAP_S)
 
 
 def load_llm_settings(env: Mapping[str, str] | None = None) -> LlmSettings | None:
@@ -98,6 +154,10 @@ def load_llm_settings(env: Mapping[str, str] | None = None) -> LlmSettings | Non
         price_prompt_per_1k=_float_setting(env, ENV_PRICE_PROMPT, 0.0),
         price_completion_per_1k=_float_setting(env, ENV_PRICE_COMPLETION, 0.0),
         timeout_s=_float_setting(env, ENV_TIMEOUT, DEFAULT_TIMEOUT_S),
+        retries=_int_setting(env, ENV_RETRIES, DEFAULT_RETRIES),
+        backoff_s=_float_setting(env, ENV_BACKOFF, DEFAULT_BACKOFF_S),
+        max_run_tokens=_int_setting(env, ENV_MAX_RUN_TOKENS, DEFAULT_MAX_RUN_TOKENS),
+        max_run_cost_usd=_float_setting(env, ENV_MAX_RUN_COST, DEFAULT_MAX_RUN_COST_USD),
     )
     if settings.max_attempts < 1:
         raise LlmConfigError(f"{ENV_MAX_ATTEMPTS} must be at least 1")
@@ -109,9 +169,22 @@ def load_llm_settings(env: Mapping[str, str] | None = None) -> LlmSettings | Non
 def _int_setting(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name, "").strip()
     try:
-        return int(raw) if raw else default
+        value = int(raw) if raw else default
     except ValueError:
         raise LlmConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise LlmConfigError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait an endpoint asks for (`retry-after-ms`, or `retry-after` in seconds)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name, "")) * scale)
+        except ValueError:
+            continue
+    return None
 
 
 def _float_setting(env: Mapping[str, str], name: str, default: float) -> float:
@@ -132,6 +205,7 @@ def _float_setting(env: Mapping[str, str], name: str, default: float) -> float:
 class Completion:
     text: str
     usage: TokenUsage
+    retries: int = 0
 
 
 class ChatModel(Protocol):
@@ -145,7 +219,8 @@ class OpenAIChat:
 
     def __init__(self, settings: LlmSettings) -> None:
         self.settings = settings
-        # No client-side retries: every request the endpoint sees is one counted attempt.
+        # The openai client's own retries are off: `complete` repeats a request itself,
+        # so that every repeat is counted and bounded by the settings.
         self._client = ChatOpenAI(
             base_url=settings.base_url,
             api_key=SecretStr(settings.api_key),
@@ -156,13 +231,26 @@ class OpenAIChat:
         )
 
     def complete(self, messages: Sequence[BaseMessage]) -> Completion:
-        try:
-            reply = self._client.invoke(list(messages))
-        except openai.OpenAIError as exc:
-            raise LlmEndpointError(_endpoint_problem(exc)) from exc
+        """One completion; a 429, 5xx, timeout or refused connection is repeated up to
+        `retries` times with backoff. Raises LlmEndpointError when the endpoint still
+        fails, LlmMalformedReply when its answer is not a readable completion."""
+        retry = 0
+        while True:
+            try:
+                reply = self._client.invoke(list(messages))
+                break
+            except openai.OpenAIError as exc:
+                if not _retried(exc) or retry >= self.settings.retries:
+                    raise LlmEndpointError(_endpoint_problem(exc, retry), retry) from exc
+                time.sleep(self.settings.backoff(retry, exc))
+                retry += 1
+            except (ValueError, LookupError, TypeError) as exc:
+                # The body was not a chat completion (not JSON, no choices, wrong shape).
+                problem = f"the endpoint's reply is not a chat completion: {exc}"
+                raise LlmMalformedReply(problem, retry) from exc
         if not isinstance(reply, AIMessage) or not isinstance(reply.content, str):
-            raise LlmEndpointError("the endpoint's reply has no text content")
-        return Completion(text=reply.content, usage=self._usage(reply))
+            raise LlmMalformedReply("the endpoint's reply has no text content", retry)
+        return Completion(text=reply.content, usage=self._usage(reply), retries=retry)
 
     def _usage(self, reply: AIMessage) -> TokenUsage:
         meta = reply.usage_metadata
@@ -177,14 +265,21 @@ class OpenAIChat:
         )
 
 
-def _endpoint_problem(exc: openai.OpenAIError) -> str:
+def _retried(exc: openai.OpenAIError) -> bool:
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code} from the LLM endpoint: {exc.message}"
+        return exc.status_code in RETRIED_STATUSES or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # timeouts included
+
+
+def _endpoint_problem(exc: openai.OpenAIError, retries: int) -> str:
+    after = f" (after {retries} repeat(s))" if retries else ""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code} from the LLM endpoint{after}: {exc.message}"
     if isinstance(exc, openai.APITimeoutError):
-        return "the LLM endpoint timed out"
+        return f"the LLM endpoint timed out{after}"
     if isinstance(exc, openai.APIConnectionError):
-        return f"cannot reach the LLM endpoint: {exc.message}"
-    return f"LLM endpoint error: {exc}"
+        return f"cannot reach the LLM endpoint{after}: {exc.message}"
+    return f"LLM endpoint error{after}: {exc}"
 
 
 def ask(chat: ChatModel, system: str, question: str) -> Completion:
@@ -200,6 +295,9 @@ The port must reproduce the reference kernel's Tile IR: the same memory-op famil
 (partition-view loads/stores vs pointer gather/scatter), tile shapes, reductions (kind,
 axis, identity), padding values, math ops and hints. Constants that change tile shapes,
 trip counts or branches are const generics; dtypes are a generic `E: ElementType`.
+Keep the entry names and parameters the request gives, and name generic parameters
+only from its list. Where cutile-rs's own function emits something else than the
+reference, a `#[cutile::module]` may declare the op itself with `#[cuda_tile::op(..)]`.
 Reply with the complete `kernel.rs` in a single ```rust fenced block, nothing else."""
 
 
@@ -208,9 +306,12 @@ def port_prompt(
     reference_ir: Mapping[str, str],
     partial_kernel: str,
     op_mapping: str,
+    context: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The first request: the analysis, the reference IR per variant, what the
-    lifter produced and the op mapping it used."""
+    lifter produced, the op mapping it used, then the caller's `context`
+    sections (title, text): what the lifter could not do and why, the entries
+    the port must have."""
     analysis_json = json.dumps(analysis.model_dump(mode="json"), indent=1)
     parts = [
         "## analysis.json",
@@ -223,6 +324,7 @@ def port_prompt(
         f"```rust\n{partial_kernel}\n```",
         "## op mapping (cuTile Python / Tile IR -> cutile-rs)",
         op_mapping,
+        *(f"## {title}\n\n{text}" for title, text in context),
         "Write the complete kernel.rs.",
     ]
     return "\n\n".join(parts)
@@ -267,10 +369,13 @@ def llm_port(
     *,
     settings: LlmSettings | None = None,
     chat: ChatModel | None = None,
+    context: Sequence[tuple[str, str]] = (),
+    spent: TokenUsage | None = None,
 ) -> LlmPortResult:
     """Ask the configured model for a kernel.rs until `verify` accepts one, at most
-    `max_attempts` times (default: the settings'). Never raises for endpoint
-    trouble: the result says what happened."""
+    `max_attempts` times (default: the settings'), and never once the run
+    (`spent` before the loop, plus the loop's own) reaches its cap. Never raises
+    for endpoint trouble: the result says what happened."""
     if settings is None:
         try:
             settings = load_llm_settings()
@@ -282,15 +387,23 @@ def llm_port(
     if limit < 1:
         raise ValueError(f"max_attempts must be at least 1, got {limit}")
     model = chat or OpenAIChat(settings)
-    first = port_prompt(analysis, reference_ir, partial_kernel, op_mapping)
-    return _PortLoop(model, verify, settings.model).run(first, limit)
+    first = port_prompt(analysis, reference_ir, partial_kernel, op_mapping, context)
+    loop = _PortLoop(model, verify, settings, spent or TokenUsage())
+    return loop.run(first, limit)
 
 
 class _PortLoop:
-    def __init__(self, chat: ChatModel, verify: Callable[[str], VerifyOutcome], model: str) -> None:
+    def __init__(
+        self,
+        chat: ChatModel,
+        verify: Callable[[str], VerifyOutcome],
+        settings: LlmSettings,
+        spent: TokenUsage,
+    ) -> None:
         self.chat = chat
         self.verify = verify
-        self.model = model
+        self.settings = settings
+        self.spent = spent
         self.attempts: list[LlmAttempt] = []
         self.usage = TokenUsage()
 
@@ -300,14 +413,25 @@ class _PortLoop:
             HumanMessage(first_prompt),
         ]
         for number in range(1, limit + 1):
+            over = self.settings.over_budget(self.spent + self.usage)
+            if over is not None:
+                return self._result(
+                    LlmStatus.BUDGET_EXHAUSTED, reason=f"no attempt {number}: {over}"
+                )
+            started = time.monotonic()
             try:
                 completion = self.chat.complete(messages)
+            except LlmMalformedReply as exc:
+                # Counted as a failed attempt; the same request goes out again.
+                outcome = VerifyOutcome(ok=False, step=VerifyStep.EXTRACT, feedback=str(exc))
+                self._record(number, TokenUsage(), outcome, exc.retries, started)
+                continue
             except LlmEndpointError as exc:
                 return self._result(LlmStatus.ENDPOINT_ERROR, reason=f"attempt {number}: {exc}")
             self.usage = self.usage + completion.usage
             source = extract_rust_source(completion.text)
             outcome = self._check(source)
-            self.attempts.append(LlmAttempt(number=number, usage=completion.usage, outcome=outcome))
+            self._record(number, completion.usage, outcome, completion.retries, started)
             if outcome.ok and source is not None:
                 return self._result(LlmStatus.SUCCEEDED, source=source)
             messages += [AIMessage(completion.text), HumanMessage(retry_prompt(outcome))]
@@ -317,6 +441,16 @@ class _PortLoop:
             f"{_first_line(last.feedback)}"
         )
         return self._result(LlmStatus.EXHAUSTED, reason=reason)
+
+    def _record(
+        self, number: int, usage: TokenUsage, outcome: VerifyOutcome, retries: int, started: float
+    ) -> None:
+        seconds = round(time.monotonic() - started, 3)
+        self.attempts.append(
+            LlmAttempt(
+                number=number, usage=usage, outcome=outcome, retries=retries, seconds=seconds
+            )
+        )
 
     def _check(self, source: str | None) -> VerifyOutcome:
         if source is None:
@@ -336,7 +470,7 @@ class _PortLoop:
             attempts=self.attempts,
             usage=self.usage,
             reason=reason,
-            model=self.model,
+            model=self.settings.model,
         )
 
 
@@ -354,10 +488,12 @@ def optional_commentary(
     *,
     settings: LlmSettings | None = None,
     chat: ChatModel | None = None,
+    spent: TokenUsage | None = None,
 ) -> tuple[str | None, TokenUsage]:
     """A few sentences of explanation for a report's notes, or (None, zero usage)
-    when no LLM is configured. Endpoint trouble becomes a note, never an error:
-    the prose is optional and the verdict never depends on it."""
+    when no LLM is configured. Endpoint trouble and a run past its cap (`spent`
+    so far) become a note, never an error: the prose is optional and the verdict
+    never depends on it."""
     if settings is None:
         try:
             settings = load_llm_settings()
@@ -365,6 +501,9 @@ def optional_commentary(
             return f"LLM commentary unavailable: {exc}", TokenUsage()
     if settings is None:
         return None, TokenUsage()
+    over = settings.over_budget(spent or TokenUsage())
+    if over is not None:
+        return f"LLM commentary skipped: {over}", TokenUsage()
     try:
         answer = ask(chat or OpenAIChat(settings), system, question)
     except LlmEndpointError as exc:

@@ -48,6 +48,7 @@ INDENT = "    "
 FACT_HELPER = "divisible"
 FLOAT_CONSTANTS = "float_constants"  # the module item of the `FloatConstants` bound
 SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
+UNMAPPED = "no cutile-rs construct is mapped for it"
 
 ROUNDING = {
     "nearest_even": "rounding::NearestEven",
@@ -240,9 +241,7 @@ class Lifter:
     # -- entry --------------------------------------------------------------------
 
     def lift(self) -> LiftedKernel:
-        for op in self.entry.walk():
-            if op.name not in SUPPORTED_OPS:
-                raise Blocked(op.name, self.where(op), "no cutile-rs construct is mapped for it")
+        self.check_mapped()
         signature, preamble, signs, generic_values = self.bind_params()
         self.elements = infer_elements(self.entry, self.resolved, signs, generic_values)
         signature, preamble = self.typed_params(signature, preamble)
@@ -260,6 +259,12 @@ class Lifter:
             entry_hints=self.entry_hints(),
             uses_element_generic=self.generic_element,
         )
+
+    def check_mapped(self) -> None:
+        """Blocked at the first op the op table has no construct for."""
+        for op in self.entry.walk():
+            if op.name not in SUPPORTED_OPS:
+                raise Blocked(op.name, self.where(op), UNMAPPED)
 
     def typed_params(
         self, signature: list[str], preamble: list[str]

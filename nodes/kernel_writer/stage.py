@@ -33,6 +33,8 @@ from nodes.kernel_writer.generics import generic_name, probe_values, recover
 from nodes.kernel_writer.lifter import FLOAT_CONSTANTS, FactSlot, LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
+from nodes.kernel_writer.partial import MARK as PARTIAL_MARK
+from nodes.kernel_writer.partial import partial_lift
 from nodes.kernel_writer.rust_check import RustCheck, check_kernel_rs
 from nodes.kernel_writer.rust_types import DTYPE_BYTES, DTYPE_ELEMENTS, ELEMENT_BYTES_GENERIC
 from nodes.kernel_writer.verify import check_config
@@ -70,6 +72,7 @@ from toolchain.reference_export import (
 from toolchain.rust_export import RustExporter
 
 KERNEL_FILE = "kernel.rs"
+PARTIAL_FILE = "partial_kernel.rs"
 VERIFY_WORKERS = 2  # the build machine's cores
 
 
@@ -97,8 +100,6 @@ class _VariantPlan:
 class _Lifted:
     entry: EntryCode
     variant: str
-    constants: list[str]  # constant generics, in declaration order
-    bindings: dict[str, str] = field(default_factory=dict)  # literal entries only
     checks: list[_Check] = field(default_factory=list)
 
 
@@ -326,6 +327,93 @@ def _fact_at(plan: _VariantPlan, check: _Check, slot: FactSlot) -> int:
     raise KeyError(slot)
 
 
+def _entry_name(spec: PortSpec, variant: Variant) -> str:
+    """The entry a variant's port has: the kernel's name, suffixed by the variant's
+    when there are several."""
+    if len(spec.variants) > 1:
+        return f"{spec.kernel}_{variant.name}"
+    return spec.kernel
+
+
+def _generic_values(plan: _VariantPlan, check: _Check) -> dict[str, str]:
+    """Every generic an entry of the variant may take, with its argument for `check`:
+    `E` and `E_BYTES` (the dtype of the arrays it types), each integer constant's
+    generic, each launch-fact generic."""
+    values: dict[str, str] = {}
+    dtype = next(
+        (
+            arg.facts.dtype
+            for name, arg in check.spec.params.items()
+            if isinstance(arg, ArrayArg) and name in plan.generic_arrays
+        ),
+        None,
+    )
+    if dtype is not None:
+        values["E"] = DTYPE_ELEMENTS[dtype]
+        values[ELEMENT_BYTES_GENERIC] = str(DTYPE_BYTES[dtype])
+    for name, value in _int_constants(check.spec).items():
+        values[generic_name(name)] = str(value)
+    for slot, (_, name) in plan.facts.items():
+        values[name] = str(_fact_at(plan, check, slot))
+    return values
+
+
+@dataclass(frozen=True)
+class PortTarget:
+    """One configuration a port of the spec is checked on, as stage B checks a lifted
+    port: the entry that serves it and the argument of every generic it may take."""
+
+    label: str
+    variant: str
+    entry: str
+    dispatch: str
+    generic_values: dict[str, str]
+
+
+def port_targets(spec_path: Path) -> list[PortTarget]:
+    """The configurations `port_kernel` checks (their references are
+    `reference/<label>.mlir` and `.bytecode` once it has exported them). Raises
+    Blocked where the spec cannot be planned."""
+    spec = load_port_spec(spec_path)
+    names = read_source(spec_relative(spec_path, spec.source), spec.kernel)
+    targets = []
+    for variant in spec.variants:
+        plan = _plan(spec, names, variant)
+        entry = _entry_name(spec, variant)
+        for check in plan.checks:
+            values = _generic_values(plan, check)
+            targets.append(PortTarget(check.label, variant.name, entry, variant.when, values))
+    return targets
+
+
+def port_verdict(checks: list[ConfigCheck], rustc: RustCheck) -> tuple[KernelWriterVerdict, str]:
+    """The verdict of a kernel.rs checked on `checks` and built by rustc, with its
+    summary: COMPILED only when every configuration is exact or SASS-identical
+    on sm_90 and sm_100 and rustc builds it."""
+    failed = [c for c in checks if c.error is not None]
+    if failed:
+        return KernelWriterVerdict.FAIL_COMPILE, f"{failed[0].config}: {failed[0].error}"
+    if not rustc.passed:
+        first = rustc.log.splitlines()[0] if rustc.log else "no output"
+        return KernelWriterVerdict.FAIL_COMPILE, "kernel.rs does not build with rustc: " + first
+    if all(c.level == "exact" for c in checks):
+        summary = f"{len(checks)} configuration(s) exact and SASS-identical"
+        return KernelWriterVerdict.COMPILED, summary
+    if all(c.level in COMPILED_LEVELS for c in checks):
+        exact = sum(c.level == "exact" for c in checks)
+        summary = (
+            f"{len(checks)} configuration(s): {exact} exact, {len(checks) - exact} "
+            "sass-identical (their cubins disassemble identically on "
+            f"{' and '.join(REQUIRED_TARGETS)}; the IR text differs)"
+        )
+        return KernelWriterVerdict.COMPILED, summary
+    worst = next(c for c in checks if c.level not in COMPILED_LEVELS)
+    summary = f"{worst.config}: IR {worst.ir_level}, SASS " + ", ".join(
+        f"{t.target} {'identical' if t.sass_identical else 'differs'}" for t in worst.targets
+    )
+    return KernelWriterVerdict.FAIL_FIXABLE, summary
+
+
 def _dense_generic(lines: list[str], used: list[str]) -> str | None:
     """A generic left as the value of `constant(..)`, which cutile-rs rejects."""
     for name in used:
@@ -384,9 +472,7 @@ class _Porter:
                 "export with other constants can be made to probe them"
             )
             return self.literal_variant(plan, references, reason, _int_constants(plan.base.spec))
-        kernel = self.spec.kernel
-        if len(self.spec.variants) > 1:
-            kernel = f"{kernel}_{plan.variant.name}"
+        kernel = _entry_name(self.spec, plan.variant)
         base_file = references / f"{plan.base.label}.loc.mlir"
         started = time.perf_counter()
         base = _lift_file(base_file, plan, kernel, self.names)
@@ -452,7 +538,7 @@ class _Porter:
                     )
         if recovered_lines is not None:
             entry = self.entry_code(kernel, plan, base, recovered_lines, used)
-            return [_Lifted(entry, plan.variant.name, used, checks=plan.checks)]
+            return [_Lifted(entry, plan.variant.name, plan.checks)]
         return self.literal_variant(plan, references, reason, constants)
 
     def entry_code(
@@ -526,34 +612,12 @@ class _Porter:
                     entry=entry_name, variant=plan.variant.name, bindings=bindings, reason=reason
                 )
             )
-            out.append(_Lifted(entry, plan.variant.name, [], bindings, checks))
+            out.append(_Lifted(entry, plan.variant.name, checks))
         return out
 
     def generic_args(self, lifted: _Lifted, check: _Check, plan: _VariantPlan) -> list[str]:
-        args = []
-        dtype = next(
-            (
-                arg.facts.dtype
-                for name, arg in check.spec.params.items()
-                if isinstance(arg, ArrayArg) and name in plan.generic_arrays
-            ),
-            None,
-        )
-        for generic in lifted.entry.generics:
-            if generic.kind == "type" and dtype is not None:
-                args.append(DTYPE_ELEMENTS[dtype])
-                continue
-            if generic.name == ELEMENT_BYTES_GENERIC and dtype is not None:
-                args.append(str(DTYPE_BYTES[dtype]))
-                continue
-            constant = next((c for c in lifted.constants if generic_name(c) == generic.name), None)
-            if constant is not None:
-                args.append(str(_int_constants(check.spec)[constant]))
-                continue
-            for slot, (_, name) in plan.facts.items():
-                if name == generic.name:
-                    args.append(str(_fact_at(plan, check, slot)))
-        return args
+        values = _generic_values(plan, check)
+        return [values[generic.name] for generic in lifted.entry.generics]
 
     def run(self) -> PortReport:
         started = time.perf_counter()
@@ -618,6 +682,7 @@ class _Porter:
                 )
         self.record_dtype_and_fact_generics(plans)
         if blocked:
+            self.write_partial(plans, lifted, references)
             return self.blocked(started, blocked)
         kernel_rs = self.out / KERNEL_FILE
         header = [
@@ -644,31 +709,7 @@ class _Porter:
             )
             for item in lifted
         ]
-        failed = [c for c in checks if c.error is not None]
-        if failed:
-            verdict = KernelWriterVerdict.FAIL_COMPILE
-            summary = f"{failed[0].config}: {failed[0].error}"
-        elif not rustc.passed:
-            verdict = KernelWriterVerdict.FAIL_COMPILE
-            summary = "kernel.rs does not build with rustc: " + rustc.log.splitlines()[0]
-        elif all(c.level == "exact" for c in checks):
-            verdict = KernelWriterVerdict.COMPILED
-            summary = f"{len(checks)} configuration(s) exact and SASS-identical"
-        elif all(c.level in COMPILED_LEVELS for c in checks):
-            verdict = KernelWriterVerdict.COMPILED
-            exact = sum(c.level == "exact" for c in checks)
-            summary = (
-                f"{len(checks)} configuration(s): {exact} exact, {len(checks) - exact} "
-                "sass-identical (their cubins disassemble identically on "
-                f"{' and '.join(REQUIRED_TARGETS)}; the IR text differs)"
-            )
-        else:
-            verdict = KernelWriterVerdict.FAIL_FIXABLE
-            worst = next(c for c in checks if c.level not in COMPILED_LEVELS)
-            summary = f"{worst.config}: IR {worst.ir_level}, SASS " + ", ".join(
-                f"{t.target} {'identical' if t.sass_identical else 'differs'}"
-                for t in worst.targets
-            )
+        verdict, summary = port_verdict(checks, rustc)
         return self.report(
             verdict,
             checks=checks,
@@ -677,6 +718,36 @@ class _Porter:
             summary=summary,
             kernel_rs=KERNEL_FILE,
         )
+
+    def write_partial(
+        self, plans: list[_VariantPlan], lifted: list[_Lifted], references: Path
+    ) -> None:
+        """PARTIAL_FILE: the variants that lifted, and the others lifted as far as
+        they go, each construct the lifter cannot lift marked where it stands."""
+        entries: list[EntryCode] = []
+        for plan in plans:
+            done = [item.entry for item in lifted if item.variant == plan.variant.name]
+            if done:
+                entries += done
+                continue
+            kernel = _entry_name(self.spec, plan.variant)
+            path = references / f"{plan.base.label}.loc.mlir"
+            try:
+                body, _ = partial_lift(path, plan.layouts, kernel, self.names, plan.facts)
+            except Blocked as err:
+                self.notes.append(f"variant {plan.variant.name}: no partial port ({err})")
+                continue
+            entries.append(self.entry_code(kernel, plan, body, body.body, []))
+        if not entries:
+            return
+        header = [
+            f"`{self.spec.kernel}` from `{self.spec.source}`: the kernel writer's partial port.",
+            f"Each `{PARTIAL_MARK}` comment marks a construct it cannot lift, with its",
+            "reference IR, in place of the code it needs; this file is not compiled.",
+        ]
+        text = render_module(self.spec.kernel, header, entries)
+        (self.out / PARTIAL_FILE).write_text(text.replace(f"{self.source.parent}/", ""))
+        self.notes.append(f"{PARTIAL_FILE}: what was lifted, each construct left marked")
 
     def record_dtype_and_fact_generics(self, plans: list[_VariantPlan]) -> None:
         for plan in plans:

@@ -11,7 +11,7 @@ from pipeline_script import ScriptedStages, StageCrash, Step, path_of, run_scrip
 from graph.build import StageContractError, build_graph, draw_mermaid
 from graph.routing import NEXT_CHOICES
 from graph.stages import ROUTED_STAGES, StageNodes, StageNotImplemented
-from schemas.pipeline import Outcome, Stage, StageRecord
+from schemas.pipeline import LlmSpend, Outcome, Stage, StageRecord
 from schemas.reports import InvestigationReport, PerfReport
 from schemas.state import PipelineState, StageResult
 
@@ -121,13 +121,17 @@ def test_llm_costs_add_up_over_stages(tmp_path: Path) -> None:
 
     def costly(state: PipelineState) -> StageResult:
         result = happy_writer(state)
-        return StageResult(result.report, llm_tokens=1200, llm_cost_usd=0.25)
+        return StageResult(result.report, llm_tokens=1200, llm_cost_usd=0.25, llm_model="m")
 
     summary, _ = run_script(
         tmp_path,
         nodes=_swap(stages, Stage.KERNEL_WRITER, costly),
     )
     assert (summary.llm_tokens, summary.llm_cost_usd) == (1200, 0.25)
+    # One entry per stage execution that used the LLM: the llm_usage table's rows.
+    assert summary.llm_usage == [
+        LlmSpend(stage=Stage.KERNEL_WRITER, attempt=1, model="m", total_tokens=1200, cost_usd=0.25)
+    ]
 
 
 def test_a_crashing_stage_propagates_without_a_summary(tmp_path: Path) -> None:

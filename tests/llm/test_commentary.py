@@ -8,7 +8,7 @@ from toolchain.llm import LlmSettings, optional_commentary
 
 
 def settings(base_url: str) -> LlmSettings:
-    return LlmSettings(base_url=base_url, model="m", timeout_s=10.0)
+    return LlmSettings(base_url=base_url, model="m", timeout_s=10.0, retries=1, backoff_s=0.01)
 
 
 def test_commentary_from_the_endpoint() -> None:
@@ -20,10 +20,10 @@ def test_commentary_from_the_endpoint() -> None:
 
 
 def test_endpoint_trouble_is_a_note_not_an_error() -> None:
-    with serve([Reply(status=503, error="maintenance")]) as endpoint:
+    with serve([], then=Reply(status=503, error="maintenance")) as endpoint:
         note, usage = optional_commentary("sys", "why?", settings=settings(endpoint.base_url))
     assert note is not None and "HTTP 503" in note and "maintenance" in note
-    assert usage.total_tokens == 0
+    assert usage.total_tokens == 0 and len(endpoint.requests) == 2  # one repeat
 
 
 def test_no_llm_no_commentary(monkeypatch) -> None:  # type: ignore[no-untyped-def]

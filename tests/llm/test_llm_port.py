@@ -6,17 +6,10 @@ from __future__ import annotations
 import socket
 
 import pytest
+from kernel_analysis import analysis
 from openai_fake import Reply, serve
 
 from schemas.llm import LlmStatus, VerifyOutcome, VerifyStep
-from schemas.reports import (
-    EntrySymbolPolicy,
-    KernelAnalysis,
-    OperatorConfig,
-    OpsUsed,
-    Tolerance,
-    Variant,
-)
 from toolchain.llm import (
     ENV_BASE_URL,
     ENV_MAX_ATTEMPTS,
@@ -31,34 +24,6 @@ from toolchain.llm import (
 GOOD = "#[cutile::module]\nmod softmax { /* good */ }\n"
 BAD = "#[cutile::module]\nmod softmax { /* bad */ }\n"
 IR = {"row": "entry @softmax_kernel() {\n  return\n}\n"}
-
-
-def analysis() -> KernelAnalysis:
-    return KernelAnalysis(
-        operator="softmax",
-        kernel_name="softmax_kernel",
-        source_file="softmax.py",
-        reference_backend="cutile_python",
-        launch_path="direct",
-        pattern="single",
-        ops=OpsUsed(ops=["ct.load"], uses_cdiv=False, check_bounds=True),
-        configs=[OperatorConfig(id="c", dtype="float32", shapes={"x": [37, 1000]})],
-        variants=[
-            Variant(
-                name="row",
-                kernel_function="softmax_kernel",
-                dispatch_condition="always",
-                reference_ir="reference/row.mlir",
-                reference_backend="cutile_python",
-            )
-        ],
-        config_variants={"c": "row"},
-        correctness_reference={"function": "references:softmax", "origin": "torch.softmax"},
-        tolerances={"float32": Tolerance(atol=1e-5, rtol=1.3e-6, source="torch defaults")},
-        entry_symbols=EntrySymbolPolicy(
-            c_symbol="cutile_softmax", rust_entries={"row": "softmax_kernel"}
-        ),
-    )
 
 
 def fenced(source: str) -> str:
@@ -88,6 +53,7 @@ def settings(base_url: str, **overrides: object) -> LlmSettings:
         "price_prompt_per_1k": 0.5,
         "price_completion_per_1k": 2.0,
         "timeout_s": 10.0,
+        "backoff_s": 0.01,
     }
     values.update(overrides)
     return LlmSettings(**values)  # type: ignore[arg-type]
@@ -160,18 +126,18 @@ def test_a_reply_without_rust_is_a_failed_attempt_not_a_verification() -> None:
     assert verify.seen == [GOOD]
 
 
-def test_server_error_stops_the_loop() -> None:
-    replies = [Reply(fenced(BAD)), Reply(status=500, error="model overloaded")]
-    with serve(replies) as endpoint:
+def test_server_error_stops_the_loop_after_its_retries() -> None:
+    overloaded = Reply(status=500, error="model overloaded")
+    with serve([Reply(fenced(BAD))], then=overloaded) as endpoint:
         result = llm_port(
-            analysis(), IR, "", "", Verifier(), 3, settings=settings(endpoint.base_url)
+            analysis(), IR, "", "", Verifier(), 3, settings=settings(endpoint.base_url, retries=2)
         )
     assert result.status is LlmStatus.ENDPOINT_ERROR
     assert "attempt 2" in result.reason and "HTTP 500" in result.reason
-    assert "model overloaded" in result.reason
+    assert "model overloaded" in result.reason and "after 2 repeat(s)" in result.reason
     assert len(result.attempts) == 1
     assert result.usage.total_tokens == 150  # what the first reply cost is still counted
-    assert len(endpoint.requests) == 2  # no hidden client retries
+    assert len(endpoint.requests) == 1 + 3  # the failed request and exactly its 2 repeats
 
 
 def test_unreachable_endpoint() -> None:
@@ -179,10 +145,16 @@ def test_unreachable_endpoint() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     result = llm_port(
-        analysis(), IR, "", "", Verifier(), 2, settings=settings(f"http://127.0.0.1:{port}/v1")
+        analysis(),
+        IR,
+        "",
+        "",
+        Verifier(),
+        2,
+        settings=settings(f"http://127.0.0.1:{port}/v1", retries=1),
     )
     assert result.status is LlmStatus.ENDPOINT_ERROR
-    assert "cannot reach" in result.reason
+    assert "cannot reach" in result.reason and "after 1 repeat(s)" in result.reason
 
 
 def test_not_configured(monkeypatch: pytest.MonkeyPatch) -> None:
