@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR ?= $(CACHE)/target-$(TILEPORT_CHECKOUT_KIND)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 RUST_ENV = eval "$$($(TILEPORT) env --shell)"
 
-.PHONY: setup demo test lint typecheck rust-build rust-lint pytest
+.PHONY: setup demo test lint typecheck rust-build rust-lint pytest sandbox-tools
 
 setup: $(VENV)/.installed rust-build
 
@@ -37,7 +37,14 @@ rust-lint: rust-build
 	$(RUST_ENV) && cargo fmt --manifest-path kernels_rs/Cargo.toml --all -- --check
 	$(RUST_ENV) && cargo clippy --release --locked --manifest-path kernels_rs/Cargo.toml --all-targets -- -D warnings
 
-pytest: setup
+# Untrusted steps run in bubblewrap (toolchain/sandbox.py, docs/SERVICE.md); as root
+# on Debian it is installed where missing.
+sandbox-tools:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } \
+		|| { echo "bwrap is missing: install bubblewrap (apt-get install -y bubblewrap)"; exit 1; }
+
+pytest: setup sandbox-tools
 	$(VENV)/bin/pytest -q -ra
 
 test: lint typecheck rust-lint pytest

@@ -1,23 +1,28 @@
-"""Finding a conversion's artifacts: the ones recorded in the database (bytes in
-the blob store) and, while a run is live, files already in its run directory.
-A requested path is checked before any file is touched: it can only name a
-recorded artifact or a regular file inside the run directory."""
+"""Finding a conversion's artifacts: the ones recorded in the database, their bytes
+in the blob store. Never the run directory, which a later step could change: the
+worker records a run's files after each stage (app.worker.ingest). A requested
+path is checked before anything is looked up; bytes are read only through
+`open_verified`, which checks them against their hash."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.conversions import blob_store, run_dir
+from app.conversions import blob_store
 from app.errors import ApiError
 from app.settings import Settings
+from app.storage.blobs import BlobCorrupt, open_verified
 from app.storage.models import Artifact
 from schemas.api import ArtifactView, ErrorCode
 
-MAX_LISTED_FILES = 2000
+log = logging.getLogger("tileport.artifacts")
+
 TEXT_SUFFIXES = {".mlir", ".rs", ".py", ".log", ".txt", ".yaml", ".yml", ".patch", ".toml", ".md"}
 MEDIA_TYPES = {".json": "application/json"}
 
@@ -26,9 +31,13 @@ MEDIA_TYPES = {".json": "application/json"}
 class ArtifactFile:
     path: str
     kind: str
-    sha256: str | None
+    sha256: str
     size: int
-    location: Path
+    location: Path  # the blob
+
+    def open(self) -> IO[bytes]:
+        """The bytes, checked against the recorded hash. Raises BlobCorrupt."""
+        return open_verified(self.location, self.sha256)
 
 
 def kind_of(path: str) -> str:
@@ -77,15 +86,6 @@ def check_relative_path(path: str) -> str:
     return path
 
 
-def inside(base: Path, relative: str) -> Path | None:
-    """The regular file `base/relative` if, symlinks resolved, it is still under base."""
-    root = base.resolve()
-    candidate = (root / relative).resolve()
-    if not candidate.is_relative_to(root) or not candidate.is_file():
-        return None
-    return candidate
-
-
 def recorded(session: Session, conversion_id: str) -> list[Artifact]:
     return list(
         session.scalars(
@@ -94,31 +94,12 @@ def recorded(session: Session, conversion_id: str) -> list[Artifact]:
     )
 
 
-def live_files(settings: Settings, conversion_id: str) -> list[ArtifactFile]:
-    base = run_dir(settings, conversion_id)
-    if not base.is_dir():
-        return []
-    found: list[ArtifactFile] = []
-    for file in sorted(base.rglob("*")):
-        relative = file.relative_to(base).as_posix()
-        location = inside(base, relative) if not file.is_symlink() else None
-        if location is None:
-            continue
-        found.append(ArtifactFile(relative, kind_of(relative), None, file.stat().st_size, file))
-        if len(found) >= MAX_LISTED_FILES:
-            break
-    return found
-
-
 def all_artifacts(session: Session, settings: Settings, conversion_id: str) -> list[ArtifactFile]:
     blobs = blob_store(settings)
-    files = {
-        row.path: ArtifactFile(row.path, row.kind, row.sha256, row.size, blobs.path_for(row.sha256))
+    return [
+        ArtifactFile(row.path, row.kind, row.sha256, row.size, blobs.path_for(row.sha256))
         for row in recorded(session, conversion_id)
-    }
-    for live in live_files(settings, conversion_id):
-        files.setdefault(live.path, live)
-    return [files[path] for path in sorted(files)]
+    ]
 
 
 def find(session: Session, settings: Settings, conversion_id: str, path: str) -> ArtifactFile:
@@ -126,15 +107,12 @@ def find(session: Session, settings: Settings, conversion_id: str, path: str) ->
     row = session.scalars(
         select(Artifact).where(Artifact.conversion_id == conversion_id, Artifact.path == path)
     ).first()
-    if row is not None:
-        location = blob_store(settings).path_for(row.sha256)
-        return ArtifactFile(row.path, row.kind, row.sha256, row.size, location)
-    live = inside(run_dir(settings, conversion_id), path)
-    if live is None:
+    if row is None:
         raise ApiError(
             404, ErrorCode.UNKNOWN_ARTIFACT, "this run has no such artifact", {"path": path}
         )
-    return ArtifactFile(path, kind_of(path), None, live.stat().st_size, live)
+    location = blob_store(settings).path_for(row.sha256)
+    return ArtifactFile(row.path, row.kind, row.sha256, row.size, location)
 
 
 def view(conversion_id: str, artifact: ArtifactFile) -> ArtifactView:
@@ -148,5 +126,10 @@ def view(conversion_id: str, artifact: ArtifactFile) -> ArtifactView:
 
 
 def read_text(artifact: ArtifactFile, limit: int = 2_000_000) -> str:
-    with artifact.location.open("rb") as handle:
-        return handle.read(limit).decode("utf-8", errors="replace")
+    """The artifact as text, or a line saying it is corrupt (and not shown)."""
+    try:
+        with artifact.open() as handle:
+            return handle.read(limit).decode("utf-8", errors="replace")
+    except BlobCorrupt as error:
+        log.error("artifact %s: %s", artifact.path, error)
+        return f"(not shown: the stored {artifact.path} does not match its hash)"

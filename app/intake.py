@@ -28,9 +28,11 @@ from schemas.api import ErrorCode
 from schemas.pipeline import RunOptions
 from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
 from schemas.run_layout import RunPathError, check_run_relative, safe_name
+from toolchain.sandbox import Limits, Sandbox, SandboxUnavailable
 from toolchain.source_tree import SourceTree, SourceTreeError, needed_files
 
 KERNEL_CHECK_TIMEOUT_S = 15
+KERNEL_CHECK_LIMITS = Limits(address_space_bytes=1 << 30, processes=8, cpu_s=10)
 LIBRARY_DIR = "library"
 MAX_LIBRARY_FILES = 64
 MAX_PROBLEMS_SHOWN = 20
@@ -131,18 +133,25 @@ def reference_module_path(spec: PortSpec) -> str | None:
 
 
 def check_kernel_source(source: bytes) -> list[str]:
-    """Names of the kernels in `source`, found by the sandboxed static check."""
-    try:
-        completed = subprocess.run(
-            [sys.executable, "-I", "-S", kernel_check.__file__],
-            input=source,
-            capture_output=True,
-            timeout=KERNEL_CHECK_TIMEOUT_S,
-            check=False,
-            env={},
-        )
-    except subprocess.TimeoutExpired:
-        raise not_a_kernel("the kernel source took too long to parse") from None
+    """Names of the kernels in `source`, found by the static check in the sandbox
+    (toolchain.sandbox), which sees only the interpreter and the check itself."""
+    checker = Path(kernel_check.__file__)
+    with tempfile.TemporaryDirectory(prefix="tileport-check-") as scratch:
+        box = Sandbox(scratch=Path(scratch), read_only=[checker], limits=KERNEL_CHECK_LIMITS)
+        try:
+            launch = box.launch([sys.executable, "-I", "-S", str(checker)])
+            completed = subprocess.run(
+                launch.argv,
+                input=source,
+                capture_output=True,
+                timeout=KERNEL_CHECK_TIMEOUT_S,
+                check=False,
+                env=launch.env,
+            )
+        except SandboxUnavailable as error:
+            raise ApiError(503, ErrorCode.SANDBOX_UNAVAILABLE, str(error)) from None
+        except subprocess.TimeoutExpired:
+            raise not_a_kernel("the kernel source took too long to parse") from None
     try:
         result: dict[str, Any] = json.loads(completed.stdout)
     except json.JSONDecodeError:

@@ -1,5 +1,6 @@
-"""Static check that an uploaded file is a GPU kernel source, run as a sandboxed
-child process (`python -I -S kernel_check.py`, source on stdin, JSON on stdout).
+"""Static check that an uploaded file is a GPU kernel source, run as a child
+process in the sandbox (`toolchain.sandbox`: it sees only the interpreter and
+this file; `python -I -S kernel_check.py`, source on stdin, JSON on stdout).
 
 The source is untrusted: it is parsed, never imported or executed, and the
 process lowers its own resource limits before it reads a byte, so a hostile

@@ -33,6 +33,8 @@ class ErrorCode(StrEnum):
     NOT_AWAITING_GPU = "not_awaiting_gpu"
     INVALID_GPU_RESULTS = "invalid_gpu_results"
     INTERNAL = "internal_error"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    ARTIFACT_CORRUPT = "artifact_corrupt"
 
 
 class ErrorDetail(BaseModel):

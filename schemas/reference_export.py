@@ -160,6 +160,7 @@ ErrorKind = Literal[
     "timeout",
     "memory_limit",
     "crash",
+    "sandbox_unavailable",
 ]
 
 

@@ -1,9 +1,9 @@
 """The sandboxed side of the reference export: imports an untrusted kernel source
 and exports it with cuTile's AOT compiler.
 
-Run only by `toolchain.reference_export`, as
-`python -m toolchain._export_child ADDRESS_SPACE_BYTES` in a private working
-directory, with the request on stdin. It writes `response.json` (an
+Run only by `toolchain.reference_export`, as `python -m toolchain._export_child`
+in the sandbox (`toolchain.sandbox`, which sets its resource limits), in a
+private working directory, with the request on stdin. It writes `response.json` (an
 `ExportResponse`) and the artefacts into that directory. Every failure of the
 user's code is turned into an `ExportError` with file and line; nothing here
 prints a traceback.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import resource
 import subprocess
 import sys
 import time
@@ -50,12 +49,6 @@ class ChildFailure(Exception):
     def __init__(self, error: ExportError) -> None:
         super().__init__(error.message)
         self.error = error
-
-
-def limit_resources(address_space_bytes: int) -> None:
-    """Cap the address space (the user's module and tileiras inherit it) and core dumps."""
-    resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _source_line(file: str | None, line: int | None) -> str | None:
@@ -354,8 +347,7 @@ def run(request: ExportRequest, work: Path) -> ExportRecord:
     )
 
 
-def main(argv: list[str]) -> int:
-    limit_resources(int(argv[1]))
+def main() -> int:
     work = Path.cwd()
     request = ExportRequest.model_validate_json(sys.stdin.read())
     try:
@@ -370,4 +362,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

@@ -6,9 +6,11 @@ the variant's representative test configuration (shape and stride
 divisibility, unit strides, base-address alignment) are turned into a
 `Specialisation`, and cuTile's ahead-of-time compiler exports it at bytecode
 version 13.3. The kernel source is untrusted: it is imported and compiled in a
-child process (`toolchain._export_child`) with a timeout, an address-space
-limit, a private working directory, an environment holding only the
-toolchain's variables and, where `unshare -n` works, no network.
+child process (`toolchain._export_child`) inside the sandbox
+(`toolchain.sandbox`: the toolchain and the kernel's sources read-only, only a
+private working directory writable, no network, an environment holding only
+the toolchain's variables, limits on time, address space and processes). What
+it leaves there is read back as plain files of that directory only.
 
     python -m toolchain.reference_export SPEC --out DIR [--target sm_90]
     python -m toolchain.reference_export --bench examples/kernels
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from schemas.port_spec import (
     ITEMSIZE,
@@ -54,12 +58,16 @@ from schemas.reference_export import (
     ScalarArg,
     Specialisation,
 )
+from toolchain._export_child import RESPONSE_FILE
 from toolchain.bytecode_dump import DumpError, import_dump
 from toolchain.env import REPO_ROOT, find_toolchain, toolchain_env
+from toolchain.sandbox import Limits, Sandbox, SandboxUnavailable, open_output
 
 BYTECODE_VERSION = "13.3"  # what cutile-rs writes; both sides must agree
 CUBIN_TARGETS = ("sm_90", "sm_100")
 RECORD_FILE = "export.json"
+STDOUT_LOG, STDERR_LOG = "stdout.log", "stderr.log"
+MAX_RESPONSE_BYTES = 64 << 20
 
 # What a cuTile launch records about an array argument (checked against real
 # launches on an H200, tests/reference/data/launch_facts.json): each extent
@@ -85,7 +93,7 @@ class ReferenceExportError(Exception):
 class SandboxLimits:
     timeout_s: float = 300.0
     address_space_bytes: int = 4 << 30
-    isolate_network: bool = True
+    processes: int = 256
 
 
 # -- launch facts ------------------------------------------------------------------
@@ -169,18 +177,6 @@ def specialisations(spec: PortSpec, variants: Sequence[str] | None = None) -> li
 
 
 @lru_cache(maxsize=1)
-def network_isolation_works() -> bool:
-    """Whether `unshare -n` can give a child its own, empty network namespace here."""
-    if shutil.which("unshare") is None:
-        return False
-    try:
-        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-@lru_cache(maxsize=1)
 def tileiras_version() -> str:
     tool = find_toolchain().tool("tileiras")
     try:
@@ -207,13 +203,20 @@ def _sandbox_env(work: Path) -> dict[str, str]:
     return toolchain_env(base)
 
 
-def _tail(path: Path, limit: int = 400) -> str:
-    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+def _tail(work: Path, name: str, limit: int = 400) -> str:
+    """The last line of a log the child wrote (nothing if it is no longer a plain file)."""
+    try:
+        with open_output(work, name) as log:
+            log.seek(max(os.fstat(log.fileno()).st_size - 64 * 1024, 0))
+            text = log.read().decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1][-limit:] if lines else ""
 
 
-def _died(returncode: int, stderr_log: Path) -> ExportError:
-    last = _tail(stderr_log)
+def _died(returncode: int, work: Path) -> ExportError:
+    last = _tail(work, STDERR_LOG)
     if "MemoryError" in last or "bad_alloc" in last or "out of memory" in last.lower():
         return ExportError(kind="memory_limit", message=f"the export ran out of memory: {last}")
     if returncode < 0:
@@ -223,23 +226,33 @@ def _died(returncode: int, stderr_log: Path) -> ExportError:
     return ExportError(kind="crash", message=f"the export process exited {returncode}{detail}")
 
 
+def export_sandbox(request: ExportRequest, work: Path, limits: SandboxLimits) -> Sandbox:
+    """What the export child sees: the packages it imports and the kernel's sources,
+    read-only; `work` writable."""
+    sources = {Path(request.source).parent}
+    if request.source_root is not None:
+        sources.add(Path(request.source_root))
+    return Sandbox(
+        scratch=work,
+        env=_sandbox_env(work),
+        read_only=[REPO_ROOT / "toolchain", REPO_ROOT / "schemas", *sorted(sources)],
+        limits=Limits(address_space_bytes=limits.address_space_bytes, processes=limits.processes),
+    )
+
+
 def _run_child(request: ExportRequest, work: Path, limits: SandboxLimits) -> ExportResponse:
     (work / "tmp").mkdir()
-    isolate = limits.isolate_network and network_isolation_works()
-    command = [
-        *(["unshare", "-n", "--"] if isolate else []),
-        sys.executable,
-        "-s",
-        "-m",
-        "toolchain._export_child",
-        str(limits.address_space_bytes),
-    ]
-    stdout_log, stderr_log = work / "stdout.log", work / "stderr.log"
-    with stdout_log.open("wb") as out, stderr_log.open("wb") as err:
+    try:
+        launch = export_sandbox(request, work, limits).launch(
+            [sys.executable, "-s", "-m", "toolchain._export_child"]
+        )
+    except SandboxUnavailable as exc:
+        return ExportResponse(error=ExportError(kind="sandbox_unavailable", message=str(exc)))
+    with (work / STDOUT_LOG).open("wb") as out, (work / STDERR_LOG).open("wb") as err:
         child = subprocess.Popen(
-            command,
+            launch.argv,
             cwd=work,
-            env=_sandbox_env(work),
+            env=launch.env,
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=err,
@@ -252,10 +265,19 @@ def _run_child(request: ExportRequest, work: Path, limits: SandboxLimits) -> Exp
             child.wait()
             message = f"the export took longer than {limits.timeout_s:g} s and was stopped"
             return ExportResponse(error=ExportError(kind="timeout", message=message))
-    response_file = work / "response.json"
-    if not response_file.exists():
-        return ExportResponse(error=_died(child.returncode, stderr_log))
-    return ExportResponse.model_validate_json(response_file.read_text())
+    try:
+        with open_output(work, RESPONSE_FILE) as response:
+            text = response.read(MAX_RESPONSE_BYTES + 1)
+    except FileNotFoundError:
+        return ExportResponse(error=_died(child.returncode, work))
+    except (OSError, ValueError) as exc:
+        message = f"the export process left no readable response: {exc}"
+        return ExportResponse(error=ExportError(kind="crash", message=message))
+    try:
+        return ExportResponse.model_validate_json(text[:MAX_RESPONSE_BYTES])
+    except ValidationError:
+        message = "the export process wrote an invalid response"
+        return ExportResponse(error=ExportError(kind="crash", message=message))
 
 
 def _relocate(error: ExportError, resolved_source: Path, shown_source: str) -> ExportError:
@@ -326,10 +348,17 @@ def export_reference(
 
 
 def _collect(record: ExportRecord, work: Path, out_dir: Path) -> None:
+    """Copy the files the record names: plain files of `work`, never what a link
+    or a name with a directory in it would reach."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for variant in record.variants:
         for name in [variant.bytecode, variant.mlir, variant.loc_mlir, *variant.cubins.values()]:
-            shutil.copyfile(work / name, out_dir / name)
+            try:
+                with open_output(work, name) as source, (out_dir / name).open("wb") as target:
+                    shutil.copyfileobj(source, target)
+            except (OSError, ValueError) as exc:
+                message = f"the export process did not leave {name!r} as a plain file: {exc}"
+                raise ReferenceExportError(ExportError(kind="crash", message=message)) from None
     (out_dir / RECORD_FILE).write_text(record.model_dump_json(indent=2) + "\n")
 
 

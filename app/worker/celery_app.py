@@ -22,9 +22,11 @@ or duplicated message is harmless."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -47,6 +49,8 @@ from app.worker.pool import worker_name
 from nodes.gpu_completion import bundle_dir
 from schemas.gpu import RESULT_FILES
 from schemas.run_layout import RunLayout
+from toolchain.env import REPO_ROOT, toolchain_env
+from toolchain.sandbox import PATH, SandboxUnavailable, gpu_sandbox, open_output
 
 CPU_QUEUE = "tileport.cpu"
 RUN_TASK = "tileport.run_conversion"
@@ -54,6 +58,9 @@ GPU_TASK = "tileport.gpu_job"
 GPU_RESULTS_TASK = "tileport.gpu_results"
 BUNDLE_RESULTS = "results"  # where `tileport gpu-run` writes in the bundle by default
 GPU_JOB_TIMEOUT_S = 3600
+GPU_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+EXIT_NO_SANDBOX = 126  # the job did not run: no sandbox can be made here
+PACKAGES = ("app", "graph", "nodes", "schemas", "tileir", "toolchain")  # what `tileport` runs
 # A submission waits at most a few seconds for the broker, then answers 503.
 PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 
@@ -154,9 +161,24 @@ def run_conversion(conversion_id: str, settings: Settings) -> str:
 
 
 def run_gpu_job(bundle: str, arch: str) -> dict[str, Any]:
-    """Run a GPU job bundle on this worker's GPU with `tileport gpu-run`."""
+    """Run a GPU job bundle on this worker's GPU with `tileport gpu-run`, in the
+    sandbox (toolchain.sandbox): the bundle and this package read-only, only the
+    bundle's results folder writable. Without a sandbox, nothing runs."""
+    root = Path(bundle).resolve()
+    results = root / BUNDLE_RESULTS
+    results.mkdir(exist_ok=True)
+    packages = [REPO_ROOT / name for name in PACKAGES]
+    env = toolchain_env({"PATH": PATH, "LANG": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT)})
+    env.update({k: os.environ[k] for k in GPU_ENV if k in os.environ})
+    tileport = Path(sys.executable).parent / "tileport"
+    command = [str(tileport), "gpu-run", str(root), "--out", str(results)]
+    try:
+        launch = gpu_sandbox(results, [root, *packages], env).launch(command)
+    except SandboxUnavailable as error:
+        return {"arch": arch, "returncode": EXIT_NO_SANDBOX, "output_tail": str(error)}
     completed = subprocess.run(
-        ["tileport", "gpu-run", str(Path(bundle))],
+        launch.argv,
+        env=launch.env,
         capture_output=True,
         text=True,
         timeout=GPU_JOB_TIMEOUT_S,
@@ -177,6 +199,18 @@ def run_conversion_task(conversion_id: str) -> str:
     return run_conversion(conversion_id, load_settings())
 
 
+def result_files(results: Path) -> dict[str, str]:
+    """The result files the sandboxed job left: plain files, never read through a link."""
+    files: dict[str, str] = {}
+    for name in RESULT_FILES:
+        try:
+            with open_output(results, name) as handle:
+                files[name] = handle.read().decode("utf-8")
+        except (OSError, ValueError):  # missing, a link, not a regular file, not UTF-8
+            continue
+    return files
+
+
 def gpu_job(conversion_id: str, bundle: str, arch: str) -> dict[str, Any]:
     """One GPU job for a conversion: `run_gpu_job`, then the result folder's files (none
     when gpu-run did not get that far), where and when it ran."""
@@ -191,11 +225,7 @@ def gpu_job(conversion_id: str, bundle: str, arch: str) -> dict[str, Any]:
             "returncode": None,
             "output_tail": f"{type(error).__name__}: {error}",
         }
-    files = {
-        name: (results / name).read_text(encoding="utf-8")
-        for name in RESULT_FILES
-        if (results / name).is_file()
-    }
+    files = result_files(results)
     return {
         **outcome,
         "conversion_id": conversion_id,

@@ -1,6 +1,8 @@
 """After a run: its files into the blob store and the artifacts table, its IR
 dumps, CUPTI and correctness results into their tables, and a patch of the
-port. Re-running it on the same run gives the same rows."""
+port. Re-running it on the same run gives the same rows. The files alone are
+also stored after each stage (`ingest_files`): artifacts are served from the
+store only, so a live run shows what its ended stages left."""
 
 from __future__ import annotations
 
@@ -74,7 +76,11 @@ def store_artifacts(session: Session, settings: Settings, conversion_id: str) ->
         if path.stat().st_size > MAX_ARTIFACT_BYTES:
             record_event(session, "artifact.skipped", f"{relative} is too large", conversion_id)
             continue
-        sha256, size = blobs.put_file(path)
+        try:
+            sha256, size = blobs.put_file(path)
+        except (OSError, ValueError) as error:  # no longer a regular file
+            record_event(session, "artifact.skipped", f"{relative}: {error}", conversion_id)
+            continue
         row = existing.get(relative) or Artifact(conversion_id=conversion_id, path=relative)
         row.sha256, row.size, row.kind = sha256, size, kind_of(relative)
         session.add(row)
@@ -169,6 +175,11 @@ def store_correctness(session: Session, root: Path, conversion_id: str) -> None:
                     detail={"shapes": case.shapes, "atol": case.atol, "rtol": case.rtol},
                 )
             )
+
+
+def ingest_files(sessions: sessionmaker[Session], settings: Settings, conversion_id: str) -> None:
+    with transaction(sessions) as session:
+        store_artifacts(session, settings, conversion_id)
 
 
 def ingest_run(sessions: sessionmaker[Session], settings: Settings, conversion_id: str) -> None:

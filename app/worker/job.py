@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from app.storage.database import make_engine, make_session_factory, transaction
 from app.storage.models import Conversion, LlmUsage, StageExecution
 from app.worker.checkpoints import open_checkpointer
 from app.worker.completion import complete_from_gpu
+from app.worker.ingest import ingest_files
 from app.worker.pipeline_call import call_pipeline
 from schemas.pipeline import RunOptions, RunSummary, StageRecord
 from schemas.run_layout import REPORTS_DIR, SUMMARY_FILE
@@ -65,12 +67,18 @@ class StageRecorder:
     """The pipeline's on_stage callback: one stage_executions row per execution."""
 
     def __init__(
-        self, sessions: sessionmaker[Session], conversion_id: str, root: Path, worker_attempt: int
+        self,
+        sessions: sessionmaker[Session],
+        conversion_id: str,
+        root: Path,
+        worker_attempt: int,
+        after: Callable[[], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.conversion_id = conversion_id
         self.root = root
         self.worker_attempt = worker_attempt
+        self.after = after  # run once the stage is recorded
 
     def __call__(self, record: StageRecord) -> None:
         with transaction(self.sessions) as session:
@@ -105,6 +113,8 @@ class StageRecorder:
                 verdict=record.verdict,
                 worker_attempt=self.worker_attempt,
             )
+        if self.after is not None:
+            self.after()
 
 
 def store_summary(sessions: sessionmaker[Session], conversion_id: str, summary: RunSummary) -> None:
@@ -152,7 +162,14 @@ def run_job(settings: Settings, conversion_id: str, worker_attempt: int) -> int:
         return exit_for(gate)
     if settings.no_gpu:
         options = options.model_copy(update={"no_gpu": True})
-    recorder = StageRecorder(sessions, conversion_id, root, worker_attempt)
+    # The stage's steps have ended: its files go into the store, where they are served.
+    recorder = StageRecorder(
+        sessions,
+        conversion_id,
+        root,
+        worker_attempt,
+        after=lambda: ingest_files(sessions, settings, conversion_id),
+    )
     try:
         with open_checkpointer(settings.resolved_database_url) as checkpointer:
             if results is not None:

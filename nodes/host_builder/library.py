@@ -24,10 +24,13 @@ Builds: the checkout's crate builds into the cache's target directory
 (`cargo_target_dir()`); every workspace builds into one target directory of
 their own beside it (`workspace_target_dir()`), where the dependencies are
 compiled once for all of them and only the crate itself recompiles when a
-workspace's sources differ from the last ones built there. Generation in the
-checkout and every build run under one file lock, so concurrent host stages
-never interleave writes or builds. The build is lazy: `ensure_built` rebuilds
-only when a kernel or manifest source is newer than the library.
+workspace's sources differ from the last ones built there. A workspace holds a
+run's generated code: its builds and pipeline checks run in the sandbox
+(`toolchain.sandbox.cargo_sandbox`: only the workspace and that target
+directory writable). Generation in the checkout and every build run under one
+file lock, so concurrent host stages never interleave writes or builds. The
+build is lazy: `ensure_built` rebuilds only when a kernel or manifest source is
+newer than the library.
 """
 
 from __future__ import annotations
@@ -77,11 +80,13 @@ from toolchain.env import (
     toolchain_env,
     workspace_target_dir,
 )
+from toolchain.sandbox import PATH, SandboxUnavailable, cargo_sandbox
 
 CRATE_MEMBER = "ported"
 INSTALLED_PREFIX = "ffi/kernels/"
 CRATE_PACKAGE = "tileport-kernels"
 BUILD_TIMEOUT_S = 1800
+SANDBOX_ENV = {"PATH": PATH, "LANG": "C.UTF-8"}  # a sandboxed build's, before the toolchain's
 # In the workspace target directory: the digest of the sources built there last.
 LAST_BUILT_SOURCES = "last-built-sources"
 
@@ -264,7 +269,7 @@ def build_library(crate: LibraryCrate, log_path: Path | None = None) -> Path:
     returns `crate.library_path`."""
     if not crate.in_checkout:
         _claim_workspace_target(crate)
-    log = _run_cargo(_cargo_command(crate, "build", "--lib"), log_path)
+    log = _run_cargo(crate, _cargo_command(crate, "build", "--lib"), log_path)
     built = crate.target_dir / "release" / LIBRARY_FILE
     if not built.exists():
         raise LibraryBuildError(f"cargo reported success but {built} is missing", log)
@@ -280,11 +285,19 @@ def build_library(crate: LibraryCrate, log_path: Path | None = None) -> Path:
     return crate.library_path
 
 
-def _run_cargo(command: list[str], log_path: Path | None) -> str:
+def _run_cargo(crate: LibraryCrate, command: list[str], log_path: Path | None) -> str:
+    """cargo on the checkout's own crate as it is; on a workspace, in the sandbox."""
+    argv, env = command, toolchain_env()
+    if not crate.in_checkout:
+        box = cargo_sandbox(crate.workspace, crate.target_dir, toolchain_env(SANDBOX_ENV))
+        try:
+            argv, env = box.launch(command)
+        except SandboxUnavailable as error:
+            raise LibraryBuildError(str(error)) from None
     try:
         done = subprocess.run(
-            command,
-            env=toolchain_env(),
+            argv,
+            env=env,
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
@@ -333,7 +346,7 @@ def run_pipeline_check(crate: LibraryCrate, operator: str, log_path: Path | None
     with library_lock():
         if not crate.in_checkout:
             _claim_workspace_target(crate)
-        return _run_cargo(command, log_path)
+        return _run_cargo(crate, command, log_path)
 
 
 # --- the manifest ------------------------------------------------------------------------

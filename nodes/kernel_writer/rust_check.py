@@ -5,11 +5,17 @@ rustc is what the host stage's library build will run. The check builds a
 scratch crate holding only kernel.rs, with the workspace's Cargo.lock, in a
 target directory of its own under the tileport cache: builds of the workspace
 with another environment cannot invalidate it, so once warm (the first check
-compiles cutile, minutes) a check costs seconds.
+compiles cutile, minutes) a check costs seconds. kernel.rs is untrusted (an
+`include_str!` reads any file it names, the crates' macros run on it): cargo
+runs in the sandbox (`toolchain.sandbox.cargo_sandbox`), which sees the crate,
+the toolchain and the registry, and may write only the crate and that target
+directory. Checks take turns (a file lock): cargo judges the crate by file times,
+so a lib.rs written while another check builds would pass for that one's.
 """
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import tempfile
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolchain.env import KERNELS_RS, cache_dir, checkout_kind, toolchain_env
+from toolchain.sandbox import PATH, SandboxUnavailable, cargo_sandbox
 
 CRATE_NAME = "tileport-kernel-check"
 TARGET_DIR_NAME = "kernel-check-target"
@@ -48,24 +55,30 @@ def check_kernel_rs(kernel_rs: Path, timeout_s: float = 600.0) -> RustCheck:
     cargo = shutil.which("cargo")
     if cargo is None:
         return RustCheck(False, "cargo not found")
-    with tempfile.TemporaryDirectory(prefix="tileport-rustc-") as tmp:
+    turn = cache_dir() / "locks" / f"{TARGET_DIR_NAME}.lock"
+    turn.parent.mkdir(parents=True, exist_ok=True)
+    with turn.open("a") as held, tempfile.TemporaryDirectory(prefix="tileport-rustc-") as tmp:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
         crate = Path(tmp)
         (crate / "Cargo.toml").write_text(MANIFEST.format(name=CRATE_NAME))
         lock = KERNELS_RS / "Cargo.lock"
         if lock.exists():
             shutil.copyfile(lock, crate / "Cargo.lock")
         shutil.copyfile(kernel_rs, crate / "lib.rs")
-        env = toolchain_env()
-        env["CARGO_TARGET_DIR"] = str(cache_dir() / f"{TARGET_DIR_NAME}-{checkout_kind()}")
+        env = toolchain_env({"PATH": PATH, "LANG": "C.UTF-8"})
+        box = cargo_sandbox(crate, cache_dir() / f"{TARGET_DIR_NAME}-{checkout_kind()}", env)
         try:
+            launch = box.launch([cargo, "build", "--release", "--quiet", "--offline"])
             done = subprocess.run(
-                [cargo, "build", "--release", "--quiet", "--offline"],
+                launch.argv,
                 cwd=crate,
-                env=env,
+                env=launch.env,
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
             )
+        except SandboxUnavailable as error:
+            return RustCheck(False, str(error))
         except subprocess.TimeoutExpired:
             return RustCheck(False, f"cargo build took longer than {timeout_s:.0f} s")
     log = (done.stderr + done.stdout).replace(str(crate), "<crate>").strip()

@@ -18,8 +18,8 @@ from toolchain.reference_export import (
     SandboxLimits,
     export_from_spec,
     main,
-    network_isolation_works,
 )
+from toolchain.sandbox import network_isolation_works
 
 SOFTMAX_SPEC = REPO_ROOT / "examples" / "kernels" / "softmax.port.yaml"
 QUICK = SandboxLimits(timeout_s=60)

@@ -1,4 +1,5 @@
-"""Artifacts: listing, download, and every way a path could escape the run."""
+"""Artifacts: listing, download from the blob store, and every way a path could
+escape the run or a stored file could be changed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from service_support import submit
 
 from app.context import ServiceContext
 from app.conversions import run_dir
-from app.worker.ingest import ingest_run
+from app.storage.models import Event
+from app.worker.ingest import ingest_files, ingest_run
 
 
 @pytest.fixture
@@ -26,6 +28,7 @@ def run(context: ServiceContext, conversion_id: str) -> Path:
     (root / "generated").mkdir()
     (root / "generated" / "kernel.rs").write_text("pub fn kernel() {}\n")
     (root / "generated" / "page.html").write_text("<script>alert(1)</script>")
+    ingest_files(context.sessions, context.settings, conversion_id)
     return root
 
 
@@ -69,12 +72,13 @@ def test_traversal_is_refused(client: TestClient, conversion_id: str, run: Path,
 
 
 def test_symlink_out_of_the_run_is_not_served(
-    client: TestClient, conversion_id: str, run: Path, tmp_path: Path
+    client: TestClient, context: ServiceContext, conversion_id: str, run: Path, tmp_path: Path
 ) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
     (run / "reports" / "leak.txt").symlink_to(secret)
     (run / "linkdir").symlink_to(tmp_path)
+    ingest_files(context.sessions, context.settings, conversion_id)
     for path in ("reports/leak.txt", "linkdir/secret.txt"):
         response = client.get(f"/v1/conversions/{conversion_id}/artifacts/{path}")
         assert response.status_code == 404, path
@@ -106,3 +110,38 @@ def test_unknown_artifact(client: TestClient, conversion_id: str, run: Path) -> 
     response = client.get(f"/v1/conversions/{conversion_id}/artifacts/reports/nope.json")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "unknown_artifact"
+
+
+def test_files_not_yet_stored_are_not_served(
+    client: TestClient, conversion_id: str, run: Path
+) -> None:
+    (run / "reports" / "late.txt").write_text("written after the last stage ended")
+    response = client.get(f"/v1/conversions/{conversion_id}/artifacts/reports/late.txt")
+    assert response.status_code == 404
+
+
+def test_a_changed_run_file_does_not_change_what_is_served(
+    client: TestClient, conversion_id: str, run: Path
+) -> None:
+    (run / "generated" / "kernel.rs").write_text("tampered after it was stored\n")
+    response = client.get(f"/v1/conversions/{conversion_id}/artifacts/generated/kernel.rs")
+    assert response.text == "pub fn kernel() {}\n"
+
+
+def test_a_tampered_blob_is_detected_reported_and_not_served(
+    client: TestClient, context: ServiceContext, conversion_id: str, run: Path
+) -> None:
+    listing = client.get(f"/v1/conversions/{conversion_id}/artifacts").json()
+    kernel = next(item for item in listing["items"] if item["path"] == "generated/kernel.rs")
+    blob = context.settings.resolved_artifact_root / "objects" / kernel["sha256"][:2]
+    blob = blob / kernel["sha256"]
+    assert blob.stat().st_mode & 0o777 == 0o444
+    blob.chmod(0o644)
+    blob.write_text("pub fn kernel() { steal() }\n")
+    response = client.get(kernel["url"])
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "artifact_corrupt"
+    assert "steal" not in response.text
+    with context.sessions() as session:
+        events = session.query(Event).filter(Event.kind == "artifact.corrupt").all()
+    assert [event.data["path"] for event in events] == ["generated/kernel.rs"]

@@ -1,14 +1,21 @@
-"""/v1/conversions/{id}/artifacts: list and download a run's files."""
+"""/v1/conversions/{id}/artifacts: list and download a run's files, from the blob
+store, each checked against its recorded hash before a byte is sent."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import APIRouter
-from fastapi.responses import FileResponse
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from app import artifacts, conversions
 from app.api.deps import ContextDep, SessionDep
 from app.api.routes.conversions import ERRORS
-from schemas.api import ArtifactList
+from app.errors import ApiError
+from app.storage.blobs import CHUNK, BlobCorrupt
+from app.storage.database import transaction
+from schemas.api import ArtifactList, ErrorCode
 
 router = APIRouter(prefix="/v1/conversions/{conversion_id}/artifacts", tags=["artifacts"])
 
@@ -23,16 +30,43 @@ def list_artifacts(conversion_id: str, session: SessionDep, context: ContextDep)
     )
 
 
-@router.get("/{path:path}", response_class=FileResponse, responses=ERRORS)
+def content_disposition(name: str) -> str:
+    quoted = quote(name)
+    return f"inline; filename*=utf-8''{quoted}" if quoted != name else f'inline; filename="{name}"'
+
+
+@router.get("/{path:path}", response_class=StreamingResponse, responses=ERRORS)
 def download_artifact(
     conversion_id: str, path: str, session: SessionDep, context: ContextDep
-) -> FileResponse:
+) -> StreamingResponse:
     conversions.get(session, conversion_id)
     artifact = artifacts.find(session, context.settings, conversion_id, path)
-    return FileResponse(
-        artifact.location,
+    try:
+        body = artifact.open()
+    except BlobCorrupt as error:
+        with transaction(context.sessions) as events:
+            conversions.record_event(
+                events,
+                "artifact.corrupt",
+                f"{artifact.path}: {error}; not served",
+                conversion_id,
+                path=artifact.path,
+                sha256=artifact.sha256,
+                found=error.found,
+            )
+        raise ApiError(
+            500,
+            ErrorCode.ARTIFACT_CORRUPT,
+            "the stored bytes of this artifact do not match its recorded hash; not served",
+            {"path": artifact.path, "sha256": artifact.sha256},
+        ) from None
+    return StreamingResponse(
+        iter(lambda: body.read(CHUNK), b""),
         media_type=artifacts.media_type(artifact.path),
-        filename=artifact.path.rsplit("/", 1)[-1],
-        content_disposition_type="inline",
-        headers={"X-Content-Type-Options": "nosniff"},
+        headers={
+            "Content-Disposition": content_disposition(artifact.path.rsplit("/", 1)[-1]),
+            "Content-Length": str(artifact.size),
+            "X-Content-Type-Options": "nosniff",
+        },
+        background=BackgroundTask(body.close),
     )
