@@ -54,6 +54,7 @@ from schemas.reference_export import (
     ScalarArg,
     Specialisation,
 )
+from schemas.spec_expr import evaluate_int
 from toolchain.reference_export import launch_facts, mangled_symbol
 from toolchain.source_tree import SourceTree, SourceTreeError, constant_parameters
 
@@ -188,6 +189,8 @@ class KernelSpec:
         self.dims, self.shapes = self._dimensions()
         self.source = self._kernel_source()
         self.dropped = 0
+        self.constant_rules = self._constant_rules()
+        self.bind_constants_per_config = False
 
     def keep_compiled(self, symbols: set[str]) -> None:
         """Drop the records whose launch compiled no recorded entry (it failed)."""
@@ -198,6 +201,36 @@ class KernelSpec:
             self.dropped = len(self.records) - len(compiled)
             self.records = compiled
             self.dims, self.shapes = self._dimensions()
+            self.constant_rules = self._constant_rules()
+
+    def _constant_rules(self) -> dict[str, str | int | float | bool | None]:
+        """Each constant's default: a literal, or an expression of the dimensions (and
+        earlier constants) that gives its value in every record, as the C launcher
+        derives constants from the call's shapes; None where neither fits, and the
+        constant's values then tell variants apart."""
+        rules: dict[str, str | int | float | bool | None] = {}
+        scopes: list[dict[str, int | float | bool]] = [
+            dict(self.dim_values(r)) for r in self.records
+        ]
+        for name in self.constants:
+            values = [_number(self.arg(r, name)) for r in self.records]
+            derived = [c for c, rule in rules.items() if rule is not None]
+            rules[name] = (
+                values[0]
+                if len(set(values)) == 1
+                else _shape_expression(values, scopes, sorted(set(self.dims.values())), derived)
+            )
+            if rules[name] is not None:  # later constants may divide by it
+                for scope, value in zip(scopes, values, strict=True):
+                    scope[name] = value
+        return rules
+
+    def variant_constants(self, record: LaunchRecord) -> tuple[tuple[str, object], ...]:
+        return tuple(
+            (name, _number(self.arg(record, name)))
+            for name, rule in self.constant_rules.items()
+            if rule is None
+        )
 
     # -- parameters and dimensions
 
@@ -343,7 +376,11 @@ class KernelSpec:
         )
 
     def variant_key(self, record: LaunchRecord) -> tuple[object, ...]:
-        return (self.branch_key(record), tuple(sorted(self.hints(record).items())))
+        return (
+            self.branch_key(record),
+            tuple(sorted(self.hints(record).items())),
+            self.variant_constants(record),
+        )
 
     # -- configurations
 
@@ -362,7 +399,7 @@ class KernelSpec:
         }
         if array_dtypes:
             config["array_dtypes"] = array_dtypes
-        if self.constants:
+        if self.constants and self.bind_constants_per_config:
             config["constants"] = {n: _number(self.arg(record, n)) for n in self.constants}
         if self.scalars:
             config["scalars"] = {n: _number(self.arg(record, n)) for n in self.scalars}
@@ -420,7 +457,12 @@ class KernelSpec:
         return chosen
 
     def pick_perf(self, tests: list[LaunchRecord]) -> list[LaunchRecord]:
-        largest = sorted(self.records, key=self.size, reverse=True)
+        """The largest records of the variants the tests cover (a spec's every variant
+        has a test configuration)."""
+        tested = {self.variant_key(r) for r in tests}
+        largest = sorted(
+            (r for r in self.records if self.variant_key(r) in tested), key=self.size, reverse=True
+        )
         chosen: list[LaunchRecord] = []
         for record in largest:
             if len(chosen) >= MAX_PERF_CONFIGS:
@@ -483,6 +525,7 @@ class KernelSpec:
             keys.setdefault(self.variant_key(record), f"v{len(keys)}")
         tests = self.pick_tests(keys)
         perf = self.pick_perf(tests)
+        self.choose_constant_binding([*tests, *perf])
         configs = [self.config(r, f"t{i}_{self.config_dtype(r)}") for i, r in enumerate(tests)]
         perf_configs = [
             self.config(r, f"perf{i}_{self.config_dtype(r)}") for i, r in enumerate(perf)
@@ -521,7 +564,14 @@ class KernelSpec:
 
     def _constants(self) -> dict[str, Any]:
         kinds = {"int": "int", "float": "float", "bool": "bool"}
-        return {n: {"type": kinds[self.arg(self.records[0], n).kind]} for n in self.constants}
+        section: dict[str, Any] = {}
+        for name in self.constants:
+            entry: dict[str, Any] = {"type": kinds[self.arg(self.records[0], name).kind]}
+            rule = self.constant_rules[name]
+            if rule is not None and not self.bind_constants_per_config:
+                entry["default"] = rule
+            section[name] = entry
+        return section
 
     def _grid(self, used: list[LaunchRecord], names: list[str]) -> list[int | str]:
         scopes = [self.scope(r) for r in used]
@@ -557,21 +607,71 @@ class KernelSpec:
             hints = dict(key[1]) if isinstance(key[1], tuple) else {}
             if hints:
                 entry["hints"] = hints
+            bound = dict(key[2]) if isinstance(key[2], tuple) else {}
+            if bound and not self.bind_constants_per_config:
+                entry["constants"] = bound
             if len(keys) > 1:
                 entry["when"] = " or ".join(
-                    f"({_config_condition(scopes[i], self.dims.values(), self.constants)})"
+                    "("
+                    + _config_condition(
+                        scopes[i],
+                        self.dims.values(),
+                        self.constants if self.bind_constants_per_config else (),
+                        self.config_dtype(used[i]),
+                    )
+                    + ")"
                     for i in members
                 )
             variants.append(entry)
         return variants
 
+    def choose_constant_binding(self, used: list[LaunchRecord]) -> None:
+        """Configurations bind no constants (the C launcher derives them) unless records
+        with the same shapes and dtype compiled different variants: then only the
+        configurations' own bindings tell them apart."""
+        seen: dict[tuple[object, ...], tuple[object, ...]] = {}
+        self.bind_constants_per_config = False
+        for record in used:
+            where = (tuple(sorted(self.dim_values(record).items())), self.config_dtype(record))
+            if seen.setdefault(where, self.variant_key(record)) != self.variant_key(record):
+                self.bind_constants_per_config = True
+
 
 def _config_condition(
-    scope: dict[str, int | float | bool], dims: Iterable[str], constants: Sequence[str] = ()
+    scope: dict[str, int | float | bool],
+    dims: Iterable[str],
+    constants: Sequence[str] = (),
+    dtype: str | None = None,
 ) -> str:
     names = [*sorted(set(dims)), *constants]
     parts = [f"{n} == {scope[n]!r}" for n in names if n in scope]
+    if dtype is not None:
+        parts.append(f"dtype == {dtype!r}")
     return " and ".join(parts) or "True"
+
+
+def _shape_expression(
+    values: Sequence[bool | int | float],
+    scopes: Sequence[dict[str, int | float | bool]],
+    dims: Sequence[str],
+    constants: Sequence[str],
+) -> str | None:
+    """The simplest of `D`, `next_pow2(D)`, `D * E`, `next_pow2(D * E)`, `cdiv(D, C)` that
+    gives `values[i]` from `scopes[i]` for every record (dims D, E; earlier constants C)."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    wanted = [int(v) for v in values]
+    candidates = [t for d in dims for t in (d, f"next_pow2({d})")]
+    candidates += [f"cdiv({d}, {c})" for c in constants for d in dims]
+    for i, d in enumerate(dims):
+        candidates += [t for e in dims[i:] for t in (f"{d} * {e}", f"next_pow2({d} * {e})")]
+    for text in candidates:  # evaluated as the spec resolves them
+        try:
+            if [evaluate_int(text, scope) for scope in scopes] == wanted:
+                return text
+        except (KeyError, ValueError, ZeroDivisionError):  # ExprError is a ValueError
+            continue
+    return None
 
 
 def _tolerance(dtype: str) -> dict[str, Any]:

@@ -119,8 +119,12 @@ def test_a_spec_from_records(library: Path, tmp_path: Path) -> None:
     assert spec.arrays["x"].shape == spec.arrays["out"].shape == ["X_0"]
     init = spec.arrays["idx"].init
     assert init is not None and (init.kind, init.low, init.high) == ("randint", 0, "X_0")
-    # one variant per side of `if SCALE`, and the hinted launches apart
-    assert len(spec.variants) == 2
+    # BLOCK follows no expression of the shapes (1000 -> 128, 4096 -> 256, 777 -> 64):
+    # each value is a variant, as are the sides of `if SCALE` and the hinted launches;
+    # configurations bind no constants (the C launcher derives them)
+    assert len(spec.variants) == 3
+    assert sorted(v.constants["BLOCK"] for v in spec.variants) == [64, 128, 256]
+    assert all(not c.constants for c in spec.test_configs)
     assert {v.hints.occupancy if v.hints else None for v in spec.variants} == {4, None}
     assert spec.test_configs[0].dims["X_0"] % 16, "ragged first"
     assert spec.reference.oracle == "reference_kernel"
@@ -129,7 +133,7 @@ def test_a_spec_from_records(library: Path, tmp_path: Path) -> None:
 def test_the_spec_exports_from_the_unmodified_package(library: Path, tmp_path: Path) -> None:
     written, _ = write_specs(RECORDS, library, tmp_path / "specs")
     record_ = export_from_spec(written[0].path, tmp_path / "out", cubin_targets=())
-    assert len(record_.variants) == 2
+    assert len(record_.variants) == 3
     loc = (tmp_path / "out" / f"{record_.variants[0].variant}.loc.mlir").read_text()
     assert "mylib/ops/helpers.py" in loc and "mylib/ops/rows.py" in loc
 
