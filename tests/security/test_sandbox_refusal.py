@@ -135,7 +135,8 @@ def test_a_machine_that_refuses_user_namespaces(tmp_path: Path) -> None:
         """
     )
     outer = [bwrap, "--unshare-user", "--uid", "1000", "--gid", "1000", "--disable-userns"]
-    outer += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    outer += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    outer += ["--bind", str(tmp_path), str(tmp_path), "--setenv", "TMPDIR", str(tmp_path)]
     command = [*outer, "--chdir", str(REPO_ROOT), "--", sys.executable, "-c", probe]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     if done.returncode != 0 and "disable-userns" in done.stderr + done.stdout:
