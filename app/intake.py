@@ -12,7 +12,6 @@ needs, under `library/`, and reads them there."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from app import kernel_check
 from app.errors import ApiError
 from schemas.api import ErrorCode
 from schemas.pipeline import RunOptions
-from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
+from schemas.port_spec import PortSpec, PortSpecError, load_port_spec, with_source_root
 from schemas.run_layout import RunPathError, check_run_relative, safe_name
 from toolchain.sandbox import Limits, Sandbox, SandboxUnavailable
 from toolchain.source_tree import SourceTree, SourceTreeError, needed_files
@@ -270,21 +269,10 @@ def library_submission(
     }
     module_file = tree.module(parsed.module).path.relative_to(library).as_posix()
     return RawSubmission(
-        spec=_with_source_root(spec, LIBRARY_DIR),
+        spec=with_source_root(spec, LIBRARY_DIR),
         source=files[module_file],
         library_files=files,
     )
-
-
-def _with_source_root(spec: bytes, root: str) -> bytes:
-    """The spec text with its `source_root` replaced (comments and layout kept)."""
-    text = spec.decode("utf-8")
-    changed, count = re.subn(r"(?m)^source_root:.*$", f"source_root: {root}", text)
-    if count != 1:
-        data = yaml.safe_load(text)
-        data["source_root"] = root
-        changed = yaml.safe_dump(data, sort_keys=False)
-    return changed.encode("utf-8")
 
 
 def resolve_dir_under(root: Path | None, relative: str, what: str) -> Path:

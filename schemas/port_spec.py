@@ -823,6 +823,18 @@ def load_port_spec(path: Path) -> PortSpec:
     return parse_port_spec(data, path)
 
 
+def with_source_root(spec_text: bytes, root: str) -> bytes:
+    """The spec's text with its `source_root` replaced (comments and layout kept): a
+    copy of a library spec that reads its modules from elsewhere (a run, a bundle)."""
+    text = spec_text.decode("utf-8")
+    changed, count = re.subn(r"(?m)^source_root:.*$", f"source_root: {root}", text)
+    if count != 1:
+        data = yaml.safe_load(text)
+        data["source_root"] = root
+        changed = yaml.safe_dump(data, sort_keys=False)
+    return changed.encode("utf-8")
+
+
 def spec_relative(spec_path: Path, relative: str) -> Path:
     """A path the spec gives (source file, reference module) resolved beside it."""
     return (spec_path.parent / relative).resolve()

@@ -47,9 +47,11 @@ from nodes.host_builder.library import (
     read_manifest,
 )
 from schemas.gpu import LIBRARY_FILE, WRAPPER_MODULE, BundleFile, BundleManifest
-from schemas.port_spec import PortSpec, load_port_spec, spec_relative
+from schemas.port_spec import PortSpec, load_port_spec, spec_relative, with_source_root
 from toolchain.env import REPO_ROOT
+from toolchain.source_tree import SourceTree, needed_files
 
+LIBRARY_DIR = "library"  # a library spec's modules, beside the bundle's spec
 RUNNER_MODULE = REPO_ROOT / "nodes" / "correctness" / "runner.py"
 OWN_PACKAGES = ("app", "graph", "nodes", "schemas", "tileir", "toolchain")
 SIZE_LIMIT_BYTES = 60 << 20
@@ -125,6 +127,17 @@ def _reference_module(spec: PortSpec, spec_path: Path) -> Path | None:
     if not path.is_file():
         raise BundleBuildError(f"the correctness reference module {path.name} is missing")
     return path
+
+
+def _copy_library(spec_path: Path, spec: PortSpec, folder: Path) -> Path:
+    """A library spec's kernel module and the modules it needs, under `folder/library`,
+    and the spec rewritten to read them there; returns the kernel module's copy."""
+    assert spec.module is not None and spec.source_root is not None
+    tree = SourceTree(spec_relative(spec_path, spec.source_root))
+    for file in needed_files(tree, spec.module, spec.kernel):
+        _copy(file, folder / LIBRARY_DIR / file.relative_to(tree.root))
+    (folder / spec_path.name).write_bytes(with_source_root(spec_path.read_bytes(), LIBRARY_DIR))
+    return folder / LIBRARY_DIR / tree.module(spec.module).path.relative_to(tree.root)
 
 
 def _torch_equivalent(spec: PortSpec, spec_path: Path, choice: str | None) -> str | None:
@@ -205,7 +218,12 @@ def build_bundle(
         if torch_equivalent in (None, "reference")
         else [spec_relative(spec_path, f"{torch_equivalent.split(':')[0].replace('.', '/')}.py")]
     )
-    for file in (spec_path, source, *([reference] if reference else []), *extra):
+    if spec.module is not None and spec.source_root is not None:
+        source = _copy_library(spec_path, spec, out / "spec")
+        copied = (*([reference] if reference else []), *extra)
+    else:
+        copied = (spec_path, source, *([reference] if reference else []), *extra)
+    for file in copied:
         _copy(file, out / "spec" / file.name)
     (out / "run.py").write_text(RUN_PY, encoding="utf-8")
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -215,7 +233,9 @@ def build_bundle(
         run_id=run_id,
         attempt=attempt,
         spec=f"spec/{spec_path.name}",
-        reference_source=f"spec/{source.name}",
+        reference_source=source.relative_to(out).as_posix()
+        if source.is_relative_to(out)
+        else f"spec/{source.name}",
         kernel_parameters=kernel_parameter_order(spec, spec_path),
         reference_module=f"spec/{reference.name}" if reference else None,
         torch_equivalent=_torch_equivalent(spec, spec_path, torch_equivalent),

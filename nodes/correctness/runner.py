@@ -77,6 +77,7 @@ from schemas.reports import (
 )
 from schemas.verdicts import CorrectnessVerdict, PerfVerdict
 from toolchain.cupti import KernelTimer
+from toolchain.kernel_slice import load_kernel
 
 EXIT_ALL_PASS = 0
 EXIT_FAILED = 1
@@ -268,7 +269,6 @@ def _gpu_context(
         versions=environment.versions,
     )
     spec = load_port_spec(bundle.path(bundle.manifest.spec))
-    kernel_module = _import_file(bundle.path(bundle.manifest.reference_source), "reference_kernel")
     context = GpuContext(
         bundle=bundle,
         spec=spec,
@@ -276,7 +276,7 @@ def _gpu_context(
         ct=found["cuda.tile"],
         wrapper=found["wrapper"],
         library=found["library"],
-        kernel=getattr(kernel_module, spec.kernel),
+        kernel=_reference_kernel(bundle, spec),
         reference=(
             None
             if spec.reference.function is None
@@ -291,6 +291,16 @@ def _gpu_context(
         environment=environment,
     )
     return environment, context
+
+
+def _reference_kernel(bundle: Bundle, spec: PortSpec) -> Any:
+    """The reference kernel: sliced out of the bundled library module for a library
+    spec (`toolchain.kernel_slice`, as the export did), else the bundled source file."""
+    if spec.module is not None and spec.source_root is not None:
+        root = bundle.path(bundle.manifest.spec).parent / spec.source_root
+        return load_kernel(root, spec.module, spec.kernel)[1]
+    module = _import_file(bundle.path(bundle.manifest.reference_source), "reference_kernel")
+    return getattr(module, spec.kernel)
 
 
 def _spec_function(bundle: Bundle, function: str) -> Any:

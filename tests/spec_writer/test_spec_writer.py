@@ -6,6 +6,8 @@ records say, and export (the kernel sliced out of the unmodified package)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -171,3 +173,34 @@ def test_grid_expressions() -> None:
     assert grid_expression([132, 132], scopes, ["M"], [], [], keys) == 132
     assert grid_expression([5, 9], scopes, ["M"], [], [], keys) == "5 if M == 100 else (9)"
     assert json.dumps(grid_expression([100, 64], scopes, ["M"], [], [], keys)) == '"M"'
+
+
+def test_a_gpu_bundle_carries_the_library_modules_the_kernel_needs(
+    library: Path, tmp_path: Path
+) -> None:
+    """What `tileport gpu-bundle` packs for a library spec: the kernel's module and what
+    it imports, and the spec reading them there; the GPU runner slices the kernel out
+    of that copy as the export did."""
+    from toolchain.gpu_bundle import _copy_library
+
+    written, _ = write_specs(RECORDS, library, tmp_path / "specs")
+    spec_path = written[0].path
+    copied = _copy_library(spec_path, load_port_spec(spec_path), tmp_path / "bundle" / "spec")
+    files = sorted(
+        p.relative_to(tmp_path / "bundle").as_posix() for p in (tmp_path / "bundle").rglob("*.py")
+    )
+    assert files == [
+        "spec/library/mylib/common/types.py",
+        "spec/library/mylib/ops/helpers.py",
+        "spec/library/mylib/ops/rows.py",
+    ]
+    bundled = load_port_spec(tmp_path / "bundle" / "spec" / spec_path.name)
+    assert bundled.source_root == "library" and copied.name == "rows.py"
+    # in a process of its own, as the runner: slicing installs an import hook
+    code = (
+        "import sys; from pathlib import Path; from toolchain.kernel_slice import load_kernel; "
+        "print(type(load_kernel(Path(sys.argv[1]), 'mylib.ops.rows', 'gather_rows')[1]).__name__)"
+    )
+    root = str(tmp_path / "bundle" / "spec" / "library")
+    done = subprocess.run([sys.executable, "-c", code, root], capture_output=True, text=True)
+    assert done.stdout.strip() == "kernel", done.stderr
