@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from fastapi.testclient import TestClient
-from service_support import AUTH
+from service_support import AUTH, conversion_status, pipeline_missing, wait_for
 
 from app.context import ServiceContext
 from app.conversions import INPUT_DIR, run_dir
+from app.worker.pool import WorkerPool
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from schemas.launch_capture import read_launch_records
+from schemas.reports import GateReport, load_report
+from schemas.run_layout import RunLayout
 from toolchain.env import REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
@@ -30,6 +34,7 @@ pytestmark = pytest.mark.skipif(
 )
 # relu; rms_norm (static persistent) and swiglu (forward) port sass-identical
 KERNELS = ("relu_fwd_kernel", "rms_norm_kernel_static_persistent", "swiglu_forward_kernel")
+RUN_TIMEOUT_S = 900.0
 
 
 @pytest.fixture
@@ -95,3 +100,32 @@ def test_a_library_outside_the_source_root_is_refused(
     response = client.post("/v1/conversions", json=body, headers=AUTH)
     assert response.status_code == 400
     assert "not a directory under the source root" in response.json()["error"]["message"]
+
+
+@pytest.fixture
+def pool(context: ServiceContext) -> Iterator[WorkerPool]:
+    workers = WorkerPool(context.settings, context.sessions, threads=1)
+    workers.start()
+    yield workers
+    workers.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing()))
+def test_three_tilegym_kernels_reach_the_gpu_boundary(
+    client: TestClient, context: ServiceContext, library: Path, pool: WorkerPool
+) -> None:
+    if context.engine.dialect.name != "sqlite":
+        pytest.skip("the runs do not depend on the database: SQLite shows it")
+    ids = [start(client, kernel) for kernel in KERNELS]
+    for cid in ids:
+        wait_for(
+            lambda cid=cid: conversion_status(client, cid) not in {"queued", "running"},
+            RUN_TIMEOUT_S,
+            f"conversion {cid} to end",
+            step=1.0,
+        )
+    for kernel, cid in zip(KERNELS, ids, strict=True):
+        assert conversion_status(client, cid) == "awaiting_gpu", kernel
+        gate = load_report(GateReport, RunLayout(run_dir(context.settings, cid)))
+        assert gate.reached_gpu_boundary, (kernel, gate)

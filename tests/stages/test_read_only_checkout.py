@@ -143,3 +143,49 @@ def test_a_new_kernel_converts_from_a_read_only_checkout(
     assert host["c_symbol"] == f"cutile_{KERNEL}"
     assert (run / host["library"]).is_file()
     assert (run / "host" / "library" / "ported" / "src" / "ffi" / f"{KERNEL}.rs").is_file()
+
+
+TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO.parent / "shared" / "tilegym"))
+LAUNCHES = Path(
+    os.environ.get("TILEPORT_TILEGYM_LAUNCHES", REPO.parent / "shared" / "tilegym-launches")
+)
+# relu ports exact; rms_norm's static persistent kernel and swiglu forward sass-identical
+TILEGYM_KERNELS = ("relu_fwd_kernel", "rms_norm_kernel_static_persistent", "swiglu_forward_kernel")
+
+
+@pytest.mark.skipif(
+    not (TILEGYM / "src").is_dir() or not (LAUNCHES / "launches.jsonl").is_file(),
+    reason="the TileGym snapshot and its recorded launches are not beside the checkout",
+)
+def test_tilegym_kernels_convert_from_a_read_only_checkout(
+    read_only_tree: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """Specs generated from TileGym's recorded launches name modules of the unmodified
+    library; each converts to the GPU boundary and the checkout is left as it was."""
+    tree, prefix = read_only_tree
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    specs = tmp_path / "specs"
+    generate = [sys.executable, "-m", "app.cli", "specs", str(LAUNCHES / "launches.jsonl")]
+    generate += ["--source-root", str(TILEGYM / "src"), "--out", str(specs)]
+    made = subprocess.run(
+        [*prefix, *generate], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    before = tree_digest(tree)
+    for kernel in TILEGYM_KERNELS:
+        run = tmp_path / kernel
+        command = [sys.executable, "-m", "app.cli", "convert", str(specs / f"{kernel}.port.yaml")]
+        done = subprocess.run(
+            [*prefix, *command, "--no-gpu", "--out", str(run), "--json"],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=CONVERT_TIMEOUT_S,
+            check=False,
+        )
+        assert done.returncode == 4, (kernel, done.stderr[-4000:])
+        summary = json.loads(done.stdout)
+        assert summary["reached_gpu_boundary"], kernel
+    assert tree_digest(tree) == before
+    assert _git(tree, "status", "--porcelain", "--ignored", "--untracked-files=all") == ""
