@@ -212,14 +212,13 @@ def build_submission(
     )
 
 
-def resolve_under(root: Path | None, relative: str, what: str) -> Path:
-    """`root/relative`, refusing anything that resolves outside `root`."""
+def resolve_under(root: Path | None, relative: str, what: str, directory: bool = False) -> Path:
+    """`root/relative`, a file (or a directory), refusing anything that resolves outside
+    `root`."""
     if root is None:
-        raise ApiError(
-            400,
-            ErrorCode.INVALID_SOURCE_PATH,
-            "this server has no SOURCE_ROOT: upload the files instead",
-        )
+        needs = "a library spec needs one" if directory else "upload the files instead"
+        message = f"this server has no SOURCE_ROOT: {needs}"
+        raise ApiError(400, ErrorCode.INVALID_SOURCE_PATH, message)
     base = root.resolve()
     candidate = (base / relative).resolve()
     if Path(relative).is_absolute() or not candidate.is_relative_to(base):
@@ -229,9 +228,10 @@ def resolve_under(root: Path | None, relative: str, what: str) -> Path:
             f"{what} is outside the source root",
             {what: relative},
         )
-    if not candidate.is_file():
+    kind = "directory" if directory else "file"
+    if not (candidate.is_dir() if directory else candidate.is_file()):
         raise ApiError(
-            400, ErrorCode.INVALID_SOURCE_PATH, f"{what} is not a file", {what: relative}
+            400, ErrorCode.INVALID_SOURCE_PATH, f"{what} is not a {kind}", {what: relative}
         )
     return candidate
 
@@ -250,7 +250,7 @@ def library_submission(
     the library modules the kernel needs (found statically, `needed_files`) under
     `LIBRARY_DIR`, and its spec is rewritten to read them there."""
     assert parsed.module is not None and parsed.source_root is not None
-    library = resolve_dir_under(root, str(folder / parsed.source_root), "source_root")
+    library = resolve_under(root, str(folder / parsed.source_root), "source_root", True)
     try:
         tree = SourceTree(library)
         tree.kernel(parsed.module, parsed.kernel)
@@ -273,26 +273,6 @@ def library_submission(
         source=files[module_file],
         library_files=files,
     )
-
-
-def resolve_dir_under(root: Path | None, relative: str, what: str) -> Path:
-    """`root/relative`, a directory, refusing anything outside `root`."""
-    if root is None:
-        raise ApiError(
-            400,
-            ErrorCode.INVALID_SOURCE_PATH,
-            "this server has no SOURCE_ROOT: a library spec needs one",
-        )
-    base = root.resolve()
-    candidate = (base / relative).resolve()
-    if not candidate.is_relative_to(base) or not candidate.is_dir():
-        raise ApiError(
-            400,
-            ErrorCode.INVALID_SOURCE_PATH,
-            f"{what} is not a directory under the source root",
-            {what: relative},
-        )
-    return candidate
 
 
 def locate_spec(source_path: str | None, spec_path: str | None) -> str:

@@ -12,6 +12,7 @@ import itertools
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -162,6 +163,9 @@ def celery_worker(
         "worker",
         "-Q",
         queue,
+        # A node name of its own: RabbitMQ refuses a second worker's pidbox of the same name.
+        "-n",
+        f"{queue}.{uuid.uuid4().hex[:8]}@%h",
         *pool,
         "--without-gossip",
         "--without-mingle",
@@ -203,6 +207,7 @@ def gpu_events(context: ServiceContext, conversion_id: str, kind: str) -> list[E
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing()))
 def test_a_run_at_the_gpu_boundary_goes_to_the_gpu_worker_of_its_architecture(
     celery_client: TestClient,

@@ -46,6 +46,7 @@ from schemas.gpu import BundleManifest
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(1800),
     pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing())),
 ]
 

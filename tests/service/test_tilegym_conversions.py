@@ -99,7 +99,7 @@ def test_a_library_outside_the_source_root_is_refused(
     body = {"spec_path": "specs/relu_fwd_kernel.port.yaml"}
     response = client.post("/v1/conversions", json=body, headers=AUTH)
     assert response.status_code == 400
-    assert "not a directory under the source root" in response.json()["error"]["message"]
+    assert "source_root is outside the source root" in response.json()["error"]["message"]
 
 
 @pytest.fixture

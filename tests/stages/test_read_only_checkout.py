@@ -107,6 +107,27 @@ def read_only_tree(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         _set_writable(tree, True)
 
 
+def convert_to_the_gpu_boundary(
+    tree: Path, prefix: list[str], spec: str, run: Path
+) -> dict[str, object]:
+    """`tileport convert SPEC --no-gpu` run from `tree` (under `prefix`): exit 4, the
+    GPU boundary; its JSON summary."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "app.cli", "convert", spec, "--no-gpu", "--out", str(run)]
+    done = subprocess.run(
+        [*prefix, *command, "--json"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CONVERT_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 4, (spec, done.stderr[-4000:])
+    summary: dict[str, object] = json.loads(done.stdout)
+    return summary
+
+
 def test_a_new_kernel_converts_from_a_read_only_checkout(
     read_only_tree: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
@@ -123,19 +144,7 @@ def test_a_new_kernel_converts_from_a_read_only_checkout(
     assert Path(where.stdout.strip()) == tree, "the code under test runs from the copy"
     before = tree_digest(tree)
     run = tmp_path / "run"
-    spec = f"examples/kernels/{KERNEL}.port.yaml"
-    command = [sys.executable, "-m", "app.cli", "convert", spec, "--no-gpu", "--out", str(run)]
-    done = subprocess.run(
-        [*prefix, *command, "--json"],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CONVERT_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 4, done.stderr[-4000:]
-    summary = json.loads(done.stdout)
+    summary = convert_to_the_gpu_boundary(tree, prefix, f"examples/kernels/{KERNEL}.port.yaml", run)
     assert summary["exit_code"] == 4 and summary["reached_gpu_boundary"]
     assert tree_digest(tree) == before
     assert _git(tree, "status", "--porcelain", "--ignored", "--untracked-files=all") == ""
@@ -173,19 +182,9 @@ def test_tilegym_kernels_convert_from_a_read_only_checkout(
     assert made.returncode == 0, made.stderr[-2000:]
     before = tree_digest(tree)
     for kernel in TILEGYM_KERNELS:
-        run = tmp_path / kernel
-        command = [sys.executable, "-m", "app.cli", "convert", str(specs / f"{kernel}.port.yaml")]
-        done = subprocess.run(
-            [*prefix, *command, "--no-gpu", "--out", str(run), "--json"],
-            cwd=tree,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=CONVERT_TIMEOUT_S,
-            check=False,
-        )
-        assert done.returncode == 4, (kernel, done.stderr[-4000:])
-        summary = json.loads(done.stdout)
-        assert summary["reached_gpu_boundary"], kernel
+        spec = str(specs / f"{kernel}.port.yaml")
+        assert convert_to_the_gpu_boundary(tree, prefix, spec, tmp_path / kernel)[
+            "reached_gpu_boundary"
+        ], kernel
     assert tree_digest(tree) == before
     assert _git(tree, "status", "--porcelain", "--ignored", "--untracked-files=all") == ""
