@@ -111,6 +111,7 @@ def pool(context: ServiceContext) -> Iterator[WorkerPool]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # three conversions; the first may build the workspace's crates
 @pytest.mark.skipif(pipeline_missing() is not None, reason=str(pipeline_missing()))
 def test_three_tilegym_kernels_reach_the_gpu_boundary(
     client: TestClient, context: ServiceContext, library: Path, pool: WorkerPool

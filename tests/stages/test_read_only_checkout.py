@@ -162,6 +162,7 @@ LAUNCHES = Path(
 TILEGYM_KERNELS = ("relu_fwd_kernel", "rms_norm_kernel_static_persistent", "swiglu_forward_kernel")
 
 
+@pytest.mark.timeout(1800)  # three conversions; the first may build the workspace's crates
 @pytest.mark.skipif(
     not (TILEGYM / "src").is_dir() or not (LAUNCHES / "launches.jsonl").is_file(),
     reason="the TileGym snapshot and its recorded launches are not beside the checkout",
