@@ -42,7 +42,7 @@ from app.github.report import notifier
 from app.gpu_results import accept_results, gpu_queue_arch
 from app.settings import Settings, load_settings
 from app.storage.database import make_engine, make_session_factory, transaction
-from app.storage.models import utcnow
+from app.storage.models import Conversion, utcnow
 from app.worker import queue
 from app.worker.executor import Executor
 from app.worker.pool import worker_name
@@ -243,6 +243,9 @@ def record_gpu_job(settings: Settings, job: dict[str, Any]) -> str:
     engine = make_engine(settings.resolved_database_url)
     sessions = make_session_factory(engine)
     try:
+        with sessions() as session:
+            if session.get(Conversion, conversion_id) is None:
+                return f"no conversion {conversion_id}"
         facts = {key: job.get(key) for key in ("arch", "worker", "returncode")}
         facts |= {"started_at": job.get("started_at"), "finished_at": job.get("finished_at")}
         with transaction(sessions) as session:
