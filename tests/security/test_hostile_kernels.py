@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from scale_case import SCALE_SPEC
 
 from schemas.reference_export import ExportError
 from toolchain.env import REPO_ROOT
@@ -44,24 +45,7 @@ def scale_kernel(x, y, TILE: ct.Constant[int]):
     ct.store(y, index=(block,), tile=tile * SCALE)
 """
 
-SPEC = {
-    "spec_version": 1,
-    "name": "scale",
-    "source": "kernel.py",
-    "kernel": "scale_kernel",
-    "reference_backend": "cutile_python",
-    "launch_path": "direct",
-    "arrays": {
-        "x": {"rank": 1, "shape": ["N"], "dtypes": ["float32"], "role": "in"},
-        "y": {"rank": 1, "shape": ["N"], "dtypes": ["float32"], "role": "out"},
-    },
-    "constants": {"TILE": {"type": "int", "default": 256}},
-    "grid": ["cdiv(N, TILE)"],
-    "variants": [{"name": "tile256"}],
-    "test_configs": [{"name": "ragged", "dims": {"N": 1000}, "dtype": "float32"}],
-    "reference": {"function": "references:scale", "origin": "2 * x"},
-    "tolerances": {"float32": {"atol": 0.0, "rtol": 0.0, "source": "exact"}},
-}
+SPEC = SCALE_SPEC
 
 # Helpers the attacks share: each records what it got, or the error it met.
 TRY = """\

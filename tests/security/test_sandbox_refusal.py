@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scale_case import SCALE_SPEC
 
 from app.errors import ApiError
 from app.intake import check_kernel_source
@@ -20,24 +21,7 @@ from toolchain.env import REPO_ROOT
 from toolchain.reference_export import ReferenceExportError, export_from_spec
 from toolchain.sandbox import MODE_ENV, Limits, Sandbox, SandboxUnavailable
 
-SPEC = {
-    "spec_version": 1,
-    "name": "scale",
-    "source": "kernel.py",
-    "kernel": "scale_kernel",
-    "reference_backend": "cutile_python",
-    "launch_path": "direct",
-    "arrays": {
-        "x": {"rank": 1, "shape": ["N"], "dtypes": ["float32"], "role": "in"},
-        "y": {"rank": 1, "shape": ["N"], "dtypes": ["float32"], "role": "out"},
-    },
-    "constants": {"TILE": {"type": "int", "default": 256}},
-    "grid": ["cdiv(N, TILE)"],
-    "variants": [{"name": "tile256"}],
-    "test_configs": [{"name": "ragged", "dims": {"N": 1000}, "dtype": "float32"}],
-    "reference": {"function": "references:scale", "origin": "2 * x"},
-    "tolerances": {"float32": {"atol": 0.0, "rtol": 0.0, "source": "exact"}},
-}
+SPEC = SCALE_SPEC
 
 KERNEL = """\
 import cuda.tile as ct
