@@ -595,15 +595,12 @@ class Lifter:
             self.let(scope, op, value, "scalar", element, f"generic_value::<{number}>()")
             return
         raw = op.attributes.get("value", "")
-        if element in ("u32", "u64") and raw.partition(":")[2].strip().startswith("-"):
-            # cutile-rs parses unsigned literals as signed and writes 0 for
-            # values past i32/i64::MAX; the module declares `constant` taking
-            # the signed spelling of the same bits.
-            width = "" if element == "u32" else "64"
+        bits = _constant_bits(element, raw, literal.dense)
+        if bits is not None:
+            width = "64" if element == "u64" else ""
             function = f"constant_bits{width}_r{info.rank}"
             self.module_items.add(function)
-            signed = raw.partition(":")[2].strip()
-            rhs = f"{function}({signed}, {shape_macro(info.dims)})"
+            rhs = f"{function}({bits}, {shape_macro(info.dims)})"
             self.let(scope, op, value, "tile", self.tile_type(value), rhs)
             return
         # Rank 0 too goes through `constant(..)`: a Rust literal would carry an
@@ -1471,6 +1468,18 @@ class Lifter:
             "an `if` inside a loop or with several results: cutile-rs threads the loop's "
             "carried values through it (UPSTREAM_GAPS.md G8)",
         )
+
+
+def _constant_bits(element: str, raw: str, dense: str) -> str | None:
+    """The signed spelling of a constant's bits where cutile-rs's own `constant(..)`
+    encodes the literal wrongly, else None: unsigned values past i32/i64::MAX (it
+    parses them as signed and writes 0, UPSTREAM_GAPS.md G11) and `false` (it
+    writes any boolean literal but `0` as true, G14)."""
+    if element in ("u32", "u64") and raw.partition(":")[2].strip().startswith("-"):
+        return raw.partition(":")[2].strip()
+    if element == "bool" and dense == "false":
+        return "0"
+    return None
 
 
 def _retyped_pointer(line: str, pointees: dict[str, str]) -> str:

@@ -122,8 +122,8 @@ def _load_ptr_padded(rank: int) -> list[str]:
 def _constant_bits(width: str, rank: int) -> list[str]:
     value_type = "i64" if width == "64" else "i32"
     return [
-        "/// `constant` of an unsigned element from the signed spelling of its bits:",
-        "/// cutile-rs parses unsigned literals as signed and writes 0 past the signed max.",
+        "/// `constant` from the signed spelling of its bits: cutile-rs writes 0 for",
+        "/// unsigned literals past the signed max, and `true` for `false`.",
         '#[cuda_tile::op(name = "cuda_tile.constant", since = "V13_2", params = [], '
         'attribute_params = ["value:dense"])]',
         "#[allow(unused_variables)]",

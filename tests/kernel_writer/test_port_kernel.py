@@ -68,6 +68,15 @@ def test_small_add_generics_are_recovered(small_add: tuple[PortReport, Path]) ->
     assert report.entries[0].generics[0] == "E: ElementType"
 
 
+def test_floor_division_fix_up_keeps_its_false_constant(tmp_path: Path) -> None:
+    # cuTile's `//` and `%` fix-up XORs with a `false` constant; cutile-rs's own
+    # `constant(false, ..)` emits `true` (UPSTREAM_GAPS.md G14).
+    report = port_kernel(FIXTURES / "head_split.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert all(c.level == "exact" for c in report.checks)
+    assert "constant(false" not in (tmp_path / KERNEL_FILE).read_text()
+
+
 def test_unmapped_op_is_blocked_with_its_source_location(tmp_path: Path) -> None:
     report = port_kernel(FIXTURES / "polar_angle.port.yaml", tmp_path)
     assert report.verdict is KernelWriterVerdict.BLOCKED
