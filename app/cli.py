@@ -17,6 +17,7 @@ from app import (
     cli_port,
     cli_serve,
     cli_specs,
+    cli_tilegym,
 )
 
 COMMAND_MODULES: list[ModuleType] = [
@@ -27,6 +28,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cli_gpu,
     cli_capture,
     cli_specs,
+    cli_tilegym,
     cli_serve,
 ]
 
