@@ -1,0 +1,121 @@
+"""`tileport tilegym`: deliver ports as TileGym's own cutile-rs backend.
+
+`add OP` writes the op's cutile-rs files into a TileGym checkout and prints the
+change as a git patch; `test` runs TileGym's test file of each added op with
+the cutile-rs backend on a GPU host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from nodes.tilegym_backend.stage import add_op
+from nodes.tilegym_backend.test_run import NoGpu, added_ops, markdown, run_tests
+from schemas.launch_capture import LaunchRecordError, read_launch_records
+from schemas.tilegym_backend import AddOutcome
+
+USAGE_ERROR = 2
+REFUSED = 1
+NO_GPU = 4
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    group = commands.add_parser(
+        "tilegym",
+        help="add a port to TileGym's cutile-rs backend; run TileGym's tests on it",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = group.add_subparsers(dest="tilegym_command", required=True, metavar="COMMAND")
+
+    add = sub.add_parser(
+        "add",
+        help="write an op's cutile-rs kernel, FFI, wrapper and test backend into a checkout",
+        description="Port every recorded kernel of OP (as TileGym names it: relu) from the "
+        "checkout's own cutile module and, when all are COMPILED, write "
+        "src/tilegym/ops/cutile_rs/<op>_kernel/{kernel.rs,ffi.rs}, the crate's `mod <op>`, "
+        'the wrapper <op>.py and its import, and "cutile-rs" in the op\'s test backends. '
+        "Prints `git diff` against HEAD on stdout. Files with local changes are never "
+        "overwritten; a second run changes nothing. Exit 1 when the op is refused (the "
+        "reason and each kernel's verdict on stderr).",
+    )
+    add.add_argument("op", metavar="OP")
+    add.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
+    add.add_argument(
+        "--launches", required=True, type=Path, help="recorded launches (tileport capture)"
+    )
+    add.add_argument(
+        "--signatures", type=Path, help="entry symbols and hints (default: beside LAUNCHES)"
+    )
+    add.add_argument(
+        "--work",
+        type=Path,
+        help="keep specs and ports here; a port made from the same spec text is reused "
+        "(default: a temporary folder)",
+    )
+    add.add_argument("--json", action="store_true", help="print the result as JSON")
+    add.set_defaults(handler=add_command)
+
+    test = sub.add_parser(
+        "test",
+        help="run TileGym's test file of each added op with backend cutile-rs (GPU host)",
+        description="Build the checkout's cutile_kernels crate, run tests/ops/**/test_<op>.py "
+        "-k cutile-rs with CUTILE_RS_AUTOBUILD=0 for each op (default: every op whose wrapper "
+        "tileport wrote) and write tilegym-tests-<date>.json and .md into --out. "
+        "Exit 4 without a GPU (nothing run), 1 when a test failed.",
+    )
+    test.add_argument("ops", nargs="*", metavar="OP")
+    test.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
+    test.add_argument("--out", type=Path, default=Path("bench/results"))
+    test.add_argument("--timeout", type=int, default=1800, help="seconds per test file")
+    test.set_defaults(handler=test_command)
+
+
+def add_command(args: argparse.Namespace) -> int:
+    try:
+        records = read_launch_records(args.launches)
+    except (LaunchRecordError, OSError) as error:
+        print(f"tileport tilegym add: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    signatures = args.signatures or args.launches.parent / "signatures.jsonl"
+    checkout = args.tilegym.resolve()
+    if args.work:
+        result = add_op(checkout, args.op, records, signatures, args.work.resolve())
+    else:
+        with tempfile.TemporaryDirectory(prefix="tileport-tilegym-") as work:
+            result = add_op(checkout, args.op, records, signatures, Path(work))
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        for kernel in result.kernels:
+            print(f"{kernel.kernel}: {kernel.verdict} ({kernel.summary})", file=sys.stderr)
+        if result.outcome is AddOutcome.REFUSED:
+            print(f"refused: {result.reason}", file=sys.stderr)
+        elif result.outcome is AddOutcome.UNCHANGED:
+            print(f"{args.op}: already in {checkout}; nothing changed", file=sys.stderr)
+        else:
+            print(f"{args.op}: wrote {', '.join(result.changed)}", file=sys.stderr)
+        sys.stdout.write(result.patch)
+    return REFUSED if result.outcome is AddOutcome.REFUSED else 0
+
+
+def test_command(args: argparse.Namespace) -> int:
+    checkout = args.tilegym.resolve()
+    ops = args.ops or added_ops(checkout)
+    if not ops:
+        print(f"tileport tilegym test: no op added to {checkout}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        report = run_tests(checkout, ops, args.out / "logs", args.timeout)
+    except NoGpu as error:
+        print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
+        return NO_GPU
+    stem = args.out / f"tilegym-tests-{report.date}"
+    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
+    stem.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
+    return 1 if any(r.failed or r.errors or r.exit_code for r in report.ops) else 0

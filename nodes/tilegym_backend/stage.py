@@ -1,0 +1,218 @@
+"""Deliver a port as TileGym's own cutile-rs backend (`tileport tilegym add`).
+
+For one op: its cutile module(s) and the kernels recorded for them, a port spec
+per kernel from the records, the kernel writer's port of each (every one must be
+COMPILED), then the op's files in the checkout — `<op>_kernel/{kernel.rs, ffi.rs}`,
+the crate's `mod <op>`, the wrapper `<op>.py`, its import, and "cutile-rs" in the
+op's test backends — and `git diff` of them against HEAD.
+
+Nothing is written unless every step succeeded, files with local changes are
+never touched, and a run that would write what is already there changes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodes.host_builder.binding import BindingError, bind_operator, kernel_parameter_order
+from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
+from nodes.kernel_writer.stage import port_kernel
+from nodes.spec_writer.writer import read_signature_hints, write_specs
+from nodes.tilegym_backend.checkout import (
+    CRATE_LIB,
+    PACKAGE_INIT,
+    CheckoutError,
+    OpFiles,
+    check_checkout,
+    diff,
+    find_test,
+    local_changes,
+    with_backend,
+    with_import,
+    with_module,
+)
+from nodes.tilegym_backend.ffi_rs import FfiError, assumptions, element_types, render_ffi
+from nodes.tilegym_backend.kernel_rs import KernelRsError, adapt_kernel, module_name
+from nodes.tilegym_backend.op_source import OpModule, OpSourceError, find_op, host_launch
+from nodes.tilegym_backend.wrapper_py import MARKER, render_wrapper
+from schemas.kernel_writer import REPORT_FILE, PortReport
+from schemas.launch_capture import LaunchRecord
+from schemas.port_spec import load_port_spec
+from schemas.tilegym_backend import AddOutcome, AddResult, KernelPort
+from schemas.verdicts import KernelWriterVerdict
+from toolchain.rustfmt import RustfmtError, format_rust
+
+SOURCE_ROOT = Path("src")
+SPEC_COPY = "spec.port.yaml"  # the spec a kept port was made from, beside its report
+
+
+class Refused(Exception):
+    """The op is not added; the message says why."""
+
+
+@dataclass(frozen=True)
+class _Port:
+    spec_path: Path
+    out: Path
+    report: PortReport
+
+
+def _port(spec_path: Path, ports: Path) -> _Port:
+    """The kernel writer's port of one spec; one kept in `ports` from the same spec
+    text is taken as it is."""
+    out = ports / spec_path.name.removesuffix(".port.yaml")
+    text = spec_path.read_text(encoding="utf-8")
+    kept = out / SPEC_COPY
+    if not (kept.is_file() and kept.read_text(encoding="utf-8") == text):
+        shutil.rmtree(out, ignore_errors=True)
+        port_kernel(spec_path, out)
+        kept.write_text(text, encoding="utf-8")
+    report = PortReport.model_validate_json((out / REPORT_FILE).read_text(encoding="utf-8"))
+    return _Port(spec_path, out, report)
+
+
+def _only_module(op: str, modules: list[OpModule]) -> OpModule:
+    if not modules:
+        raise Refused(
+            f"unknown op {op!r}: no module under src/tilegym/ops/cutile registers "
+            f'@register_impl("{op}", backend="cutile")'
+        )
+    if len(modules) > 1:
+        paths = ", ".join(str(m.path) for m in modules)
+        raise Refused(f"{op} is registered by {len(modules)} modules ({paths}); expected one")
+    return modules[0]
+
+
+def _refuse_others(checkout: Path, files: OpFiles) -> None:
+    """An op TileGym already has a cutile-rs backend for is not overwritten."""
+    wrapper = checkout / files.wrapper
+    if wrapper.exists() and MARKER not in wrapper.read_text(encoding="utf-8"):
+        raise Refused(f"{files.wrapper} exists and was not written by tileport: not replaced")
+
+
+def _ports(
+    checkout: Path, module: OpModule, records: list[LaunchRecord], signatures: Path, work: Path
+) -> list[_Port]:
+    mine = [r for r in records if Path(r.file) == module.path]
+    if not mine:
+        raise Refused(f"no launches of {module.path} are recorded: nothing to port")
+    written, problems = write_specs(
+        mine, checkout / SOURCE_ROOT, work / "specs", read_signature_hints(signatures)
+    )
+    if problems:
+        raise Refused("no port spec for: " + "; ".join(problems))
+    return [_port(spec.path, work / "ports") for spec in written]
+
+
+def _texts(checkout: Path, files: OpFiles, module: OpModule, port: _Port) -> dict[Path, str]:
+    """The new text of every file the op touches."""
+    op = files.op
+    spec = load_port_spec(port.spec_path)
+    kernel_rs = port.out / (port.report.kernel_rs or "kernel.rs")
+    source = str(module.path)
+    adapted = format_rust(
+        adapt_kernel(op, kernel_rs.read_text(encoding="utf-8"), port.report, source)
+    )
+    placed = port.out / "tilegym_kernel.rs"
+    placed.write_text(adapted, encoding="utf-8")
+    entries = {e.variant: e.name for e in port.report.entries} or None
+    binding = bind_operator(
+        spec, port.spec_path, parse_kernel_source(placed), module_name(op), entries
+    )
+    parameters = kernel_parameter_order(spec, port.spec_path)
+    arrays = [a.name for a in binding.arrays]
+    host = host_launch(module, spec.kernel, parameters, set(arrays))
+    inputs = [a for a in arrays if spec.arrays[a].role in ("in", "inout")]
+    hints = spec.variants[0].hints
+    wrapper = render_wrapper(
+        op,
+        module,
+        host,
+        arrays,
+        inputs,
+        element_types(binding),
+        assumptions(binding),
+        hints.model_dump(exclude_none=True) if hints else {},
+    )
+    current = {p: (checkout / p).read_text(encoding="utf-8") for p in (CRATE_LIB, PACKAGE_INIT)}
+    test = (checkout / files.test).read_text(encoding="utf-8")
+    return {
+        files.kernel_rs: adapted,
+        files.ffi_rs: format_rust(render_ffi(op, binding, module_name(op), source)),
+        files.wrapper: wrapper,
+        CRATE_LIB: with_module(current[CRATE_LIB], op),
+        PACKAGE_INIT: with_import(current[PACKAGE_INIT], op),
+        files.test: with_backend(test, files.test),
+    }
+
+
+def add_op(
+    checkout: Path, op: str, records: list[LaunchRecord], signatures: Path, work: Path
+) -> AddResult:
+    """Add `op` to the checkout's cutile-rs backend, or say why not. `work` holds the
+    specs and ports (a port made from the same spec text is reused)."""
+    result = AddResult(op=op, outcome=AddOutcome.REFUSED)
+    try:
+        check_checkout(checkout)
+        module = _only_module(op, find_op(checkout / SOURCE_ROOT, op))
+        result = result.model_copy(update={"modules": [str(module.path)]})
+        files = OpFiles(op, find_test(checkout, op))
+        _refuse_others(checkout, files)
+        ports = _ports(checkout, module, records, signatures, work)
+        kernels = [
+            KernelPort(
+                kernel=p.report.kernel,
+                spec=p.spec_path.name,
+                verdict=p.report.verdict,
+                summary=p.report.summary,
+            )
+            for p in ports
+        ]
+        result = result.model_copy(update={"kernels": kernels})
+        failed = [k for k in kernels if k.verdict is not KernelWriterVerdict.COMPILED]
+        if failed:
+            verdicts = "; ".join(f"{k.kernel}: {k.verdict} ({k.summary})" for k in failed)
+            raise Refused(f"not every kernel of {op} ported COMPILED: {verdicts}")
+        if len(ports) != 1:
+            raise Refused(
+                f"{op} has {len(ports)} kernels; the wrapper is generated for a one-kernel op"
+            )
+        texts = _texts(checkout, files, module, ports[0])
+        # A file with local changes is left alone unless it already holds what
+        # this run writes (an earlier run's output).
+        dirty = [
+            p for p in local_changes(checkout, list(texts)) if _read(checkout / p) != texts[Path(p)]
+        ]
+        if dirty:
+            raise Refused(
+                "local changes in files this would write (commit or discard them first): "
+                + ", ".join(dirty)
+            )
+    except (
+        Refused,
+        CheckoutError,
+        OpSourceError,
+        BindingError,
+        RustSourceError,
+        FfiError,
+        KernelRsError,
+        RustfmtError,
+    ) as error:
+        return result.model_copy(update={"reason": str(error)})
+    changed = [p for p, text in texts.items() if _read(checkout / p) != text]
+    for path in changed:
+        (checkout / path).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / path).write_text(texts[path], encoding="utf-8")
+    return result.model_copy(
+        update={
+            "outcome": AddOutcome.ADDED if changed else AddOutcome.UNCHANGED,
+            "changed": [str(p) for p in changed],
+            "patch": diff(checkout, list(texts)),
+        }
+    )
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
