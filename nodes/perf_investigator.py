@@ -126,6 +126,7 @@ def investigate(state: PipelineState) -> InvestigationReport:
     _device_side(perf.rows, diff, evidence)
     _host_side(perf.rows, evidence)
     _autotune(perf.rows, analysis, evidence)
+    _aa_band_notes(perf.rows, evidence)
     return _decide(meta, perf, evidence)
 
 
@@ -318,6 +319,23 @@ def _launches_per_call(rows: list[PerfRow], port: bool) -> int | None:
     return Counter(known).most_common(1)[0][0] if known else None
 
 
+OUTSIDE_BAND_CHECKS: Final = (
+    "compare what the two launches carry besides the code: the parameter layout, the "
+    "launch attributes (cluster dims, shared-memory carve-out) and the cubin metadata"
+)
+
+
+def _aa_band_notes(rows: list[PerfRow], evidence: Evidence) -> None:
+    """One note per configuration whose ratio lies outside its own A/A band."""
+    for row in rows:
+        if row.outside_aa_band and row.aa_band is not None:
+            low, high = row.aa_band
+            evidence.notes.append(
+                f"{row.config_id}: port/baseline {row.ratio:.4f} is outside its A/A band "
+                f"{low:.4f} to {high:.4f}; {OUTSIDE_BAND_CHECKS}"
+            )
+
+
 def _decide(meta: ReportMeta, perf: PerfReport, evidence: Evidence) -> InvestigationReport:
     geomean = perf.geomean_line
 
@@ -342,6 +360,13 @@ def _decide(meta: ReportMeta, perf: PerfReport, evidence: Evidence) -> Investiga
         )
     if perf.verdict is PerfVerdict.DONE:
         return report(InvestigationVerdict.ALIGNED, f"no residual gap: {geomean}")
+    outside = perf.stage_f_configurations
+    if outside:
+        # Same code and launches cannot explain a ratio identical kernels never give.
+        return report(
+            InvestigationVerdict.BLOCKED,
+            f"outside their A/A band: {', '.join(outside)}; {OUTSIDE_BAND_CHECKS} ({geomean})",
+        )
     if evidence.device_ruled_out and evidence.launches_equal:
         return report(
             InvestigationVerdict.ALIGNED,

@@ -12,9 +12,12 @@ standard library, so the GPU runner can carry it.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+import math
+import statistics
+from collections.abc import Mapping
+from typing import Annotated, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 LIBRARY_FILE = "libtileport_kernels.so"
 WRAPPER_MODULE = "tileport_kernels"
@@ -24,6 +27,37 @@ RESULT_FILES = ("correctness.json", "perf.json", "gpu_run.json", "summary.md")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _ordered(band: tuple[float, float]) -> tuple[float, float]:
+    low, high = band
+    if not 0 < low <= high:
+        raise ValueError(f"an interval runs from a positive low to a high at least as big: {band}")
+    return band
+
+
+Band = Annotated[tuple[float, float], AfterValidator(_ordered)]
+"""A bootstrap 95 % interval (low, high)."""
+
+COMPARED_CONTENDERS = ("port", "reference", "control")
+"""The timed sides whose medians enter a ratio: they must share every buffer."""
+
+
+def placement_mismatches(buffers: Mapping[str, Mapping[str, list[int]]]) -> list[str]:
+    """Where two compared contenders (by label: array name -> data_ptr of the array, or
+    of each element of a list) were timed on different buffers: one line per array
+    they both pass at different addresses; none when the comparison is fair."""
+    compared = {label: found for label, found in buffers.items() if label in COMPARED_CONTENDERS}
+    problems = []
+    for name in dict.fromkeys(name for found in compared.values() for name in found):
+        seen = {label: found[name] for label, found in compared.items() if name in found}
+        if len({tuple(addresses) for addresses in seen.values()}) > 1:
+            shown = ", ".join(
+                f"{label} at {', '.join(hex(address) for address in addresses)}"
+                for label, addresses in seen.items()
+            )
+            problems.append(f"`{name}`: {shown}")
+    return problems
 
 
 # --- the aggregated library ---------------------------------------------------------------
@@ -137,8 +171,23 @@ class BundleManifest(_Strict):
     files: list[BundleFile]
     built_on: dict[str, str] = Field(description="glibc, host, crate versions, cdef fingerprint.")
     seeds: list[int] = Field(min_length=2)
-    perf_repetitions: int = Field(ge=5)
+    perf_repetitions: int = Field(
+        ge=5, description="Rounds of every configuration before its medians are judged."
+    )
+    perf_max_repetitions: int | None = Field(
+        None,
+        ge=5,
+        description="The most rounds a configuration gets while a median's 95 % interval "
+        "is wider than ±0.5 %; None: exactly perf_repetitions.",
+    )
     perf_warmup: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _cap_above_the_minimum(self) -> Self:
+        cap = self.perf_max_repetitions
+        if cap is not None and cap < self.perf_repetitions:
+            raise ValueError(f"perf_max_repetitions {cap} < perf_repetitions")
+        return self
 
 
 # --- what a GPU run found ----------------------------------------------------------------
@@ -173,6 +222,25 @@ class TimingColumn(_Strict):
     min_us: float = Field(gt=0)
     launches_per_call: float = Field(ge=0)
     samples: int = Field(ge=1)
+    median_interval_us: Band | None = Field(
+        None, description="The bootstrap 95 % interval of the median."
+    )
+    samples_us: list[float] = Field(
+        default_factory=list,
+        description="Every sample (µs) in the order taken, for the intervals of a book; "
+        "empty in runs that did not keep them.",
+    )
+
+    @model_validator(mode="after")
+    def _figures_match_the_samples(self) -> Self:
+        kept = self.samples_us
+        if not kept:
+            return self
+        if len(kept) != self.samples:
+            raise ValueError(f"{len(kept)} samples kept, {self.samples} counted")
+        if not math.isclose(statistics.median(kept), self.median_us) or min(kept) != self.min_us:
+            raise ValueError("median_us and min_us are not the kept samples' median and minimum")
+        return self
 
 
 class PerfDetail(_Strict):
@@ -185,6 +253,27 @@ class PerfDetail(_Strict):
         description="The reference timed a second time as its own contender (an A/A "
         "control): control / reference shows the protocol's noise.",
     )
+    rounds: int | None = Field(
+        None, ge=1, description="Interleaved rounds run (each contender once per round)."
+    )
+    cap_hit: bool = Field(
+        False,
+        description="The rounds stopped at the cap with a median's interval still wider "
+        "than the target.",
+    )
+    ratio_interval: Band | None = Field(
+        None, description="The bootstrap 95 % interval of port / reference."
+    )
+    aa_band: Band | None = Field(
+        None,
+        description="The bootstrap 95 % interval of control / reference: the ratios two "
+        "identical kernels give on this configuration.",
+    )
+    buffers: dict[str, dict[str, list[int]]] = Field(
+        default_factory=dict,
+        description="Per timed side, the data_ptr of each array it was timed on (torch "
+        "eager: its inputs; it allocates its outputs per call).",
+    )
 
     @property
     def control_ratio(self) -> float | None:
@@ -195,6 +284,18 @@ class PerfDetail(_Strict):
     @property
     def ratio(self) -> float:
         return self.port.median_us / self.reference.median_us
+
+    @property
+    def outside_aa_band(self) -> bool:
+        """Port / reference lies where two identical kernels do not: stage F's case."""
+        return self.aa_band is not None and not self.aa_band[0] <= self.ratio <= self.aa_band[1]
+
+    @model_validator(mode="after")
+    def _compared_on_the_same_buffers(self) -> Self:
+        problems = placement_mismatches(self.buffers)
+        if problems:
+            raise ValueError("contenders timed on different buffers: " + "; ".join(problems))
+        return self
 
 
 class HostOverhead(_Strict):

@@ -18,6 +18,7 @@ from typing import Annotated, ClassVar, Final, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from schemas.gpu import Band
 from schemas.llm import LlmFallbackRecord, LlmStatus
 from schemas.pipeline import Outcome, Stage
 from schemas.run_layout import RunLayout, check_run_relative, safe_name, write_text_atomic
@@ -482,10 +483,27 @@ class PerfRow(_Strict):
     repetitions: int = Field(ge=1)
     port_launches: int | None = Field(None, ge=0)
     baseline_launches: int | None = Field(None, ge=0)
+    ratio_interval: Band | None = Field(
+        None, description="The bootstrap 95 % interval of port / baseline."
+    )
+    aa_band: Band | None = Field(
+        None,
+        description="The bootstrap 95 % interval of the A/A control (the baseline against "
+        "itself) on this configuration.",
+    )
+    cap_hit: bool = Field(
+        False, description="Repetitions stopped at the cap before every median was within ±0.5 %."
+    )
 
     @property
     def ratio(self) -> float:
         return self.port_us / self.baseline_us
+
+    @property
+    def outside_aa_band(self) -> bool:
+        """The ratio lies outside what identical kernels measure here: for stage F (launch
+        attributes, parameter layout, cubin metadata), whatever the geomean says."""
+        return self.aa_band is not None and not self.aa_band[0] <= self.ratio <= self.aa_band[1]
 
 
 class MeasurementEnvironment(_Strict):
@@ -521,15 +539,27 @@ class PerfReport(StageReport):
     rows: list[PerfRow] = Field(default_factory=list)
     environment: MeasurementEnvironment | None = None
     geomean_ratio: float | None = None
+    geomean_interval: Band | None = Field(
+        None, description="The bootstrap 95 % interval of the geomean."
+    )
     geomean_line: str
 
     @classmethod
     def verdict_for(cls, rows: list[PerfRow]) -> PerfVerdict:
-        """DONE or INVESTIGATE, as the numbers say."""
+        """DONE or INVESTIGATE, as the numbers say: INVESTIGATE when the geomean is over
+        the limit or any configuration lies outside its A/A band (a geomean can hide
+        one configuration's difference; stage F must see it)."""
         geomean = geomean_ratio(rows)
         if geomean is None:
             raise ValueError("no rows: nothing to judge")
-        return PerfVerdict.DONE if geomean <= PERF_RATIO_LIMIT else PerfVerdict.INVESTIGATE
+        if geomean > PERF_RATIO_LIMIT or any(row.outside_aa_band for row in rows):
+            return PerfVerdict.INVESTIGATE
+        return PerfVerdict.DONE
+
+    @property
+    def stage_f_configurations(self) -> list[str]:
+        """The configurations outside their A/A band."""
+        return [row.config_id for row in self.rows if row.outside_aa_band]
 
     @classmethod
     def geomean_fields(cls, rows: list[PerfRow]) -> dict[str, float | str | None]:
@@ -548,6 +578,8 @@ class PerfReport(StageReport):
             raise ValueError(f"geomean_ratio {stored} does not match the rows ({expected})")
         if self.geomean_line != geomean_line(expected, len(self.rows)):
             raise ValueError("geomean_line does not match the rows")
+        if self.geomean_interval is not None and not self.rows:
+            raise ValueError("a geomean interval without rows")
         if self.rows:
             self._protocol_was_followed()
         if self.verdict is PerfVerdict.BLOCKED:

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from schemas.gpu import GpuEnvironment, HostOverhead, TimingColumn
+from schemas.gpu import Band, GpuEnvironment, HostOverhead, TimingColumn
 from schemas.reports import InvestigationReport, geomean_line
 from schemas.run_layout import safe_name
 
@@ -73,6 +73,17 @@ class BookTiming(_Strict):
     control_ratio: float | None = Field(
         None, gt=0, description="Control median / reference median: the protocol's noise."
     )
+    rounds: int | None = Field(None, ge=1, description="Interleaved rounds the run took.")
+    cap_hit: bool = False
+    ratio_interval: Band | None = Field(None, description="Bootstrap 95 % interval of ratio.")
+    aa_band: Band | None = Field(
+        None, description="Bootstrap 95 % interval of control / reference (A/A)."
+    )
+
+    @property
+    def outside_aa_band(self) -> bool:
+        """Not what identical kernels measure here: stage F's, never averaged away."""
+        return self.aa_band is not None and not self.aa_band[0] <= self.ratio <= self.aa_band[1]
 
 
 class KernelEntry(_Strict):
@@ -92,6 +103,11 @@ class KernelEntry(_Strict):
     worst_max_rel_error: float | None = None
     timings: list[BookTiming] = Field(default_factory=list)
     geomean_ratio: float | None = None
+    geomean_interval: Band | None = Field(
+        None,
+        description="Bootstrap 95 % interval of the geomean, from the samples the run kept "
+        "(None when it kept none).",
+    )
     min_ratio: float | None = None
     max_ratio: float | None = None
     control_geomean_ratio: float | None = Field(
@@ -104,6 +120,11 @@ class KernelEntry(_Strict):
         "checked against gpu_run.json's figures), when the folder has one.",
     )
     notes: list[str] = Field(default_factory=list, description="The run's own notes.")
+
+    @property
+    def stage_f_configurations(self) -> list[str]:
+        """The configurations outside their A/A band."""
+        return [timing.config_id for timing in self.timings if timing.outside_aa_band]
 
     @property
     def correct(self) -> bool:
@@ -129,6 +150,11 @@ class BookOverall(_Strict):
     kernels: int = Field(ge=0)
     configurations_timed: int = Field(ge=0)
     geomean_ratio: float | None = Field(None, description="Over every timed configuration.")
+    geomean_interval: Band | None = Field(
+        None,
+        description="Bootstrap 95 % interval of the geomean over every timed configuration, "
+        "when every run kept its samples.",
+    )
     geomean_line: str
     control_geomean_ratio: float | None = Field(
         None, description="Geomean of control/reference over every configuration that has one."

@@ -13,6 +13,7 @@ when a timer starts, so this module loads anywhere.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -92,6 +93,13 @@ class KernelTimer:
                 KernelRecord(str(activity.name), int(activity.start), int(activity.end))
             )
 
+    def flush(self) -> None:
+        """Delivers the records of every kernel finished so far, keeping the timer on:
+        the repetitions of a configuration are decided from its samples so far."""
+        assert self._cupti is not None, "start() the timer first"
+        self.synchronize()
+        self._cupti.activity_flush_all(1)
+
     def stop(self) -> None:
         if self._cupti is None:
             return
@@ -123,12 +131,12 @@ def attribute(records: list[KernelRecord], windows: list[Window]) -> list[CallTi
     """Assigns each kernel to the window that contains the middle of its execution
     (robust to a small skew between the host and device clocks: windows are
     separated by synchronisations and the flush, far wider than that skew)."""
-    ordered = sorted(records, key=lambda record: record.start_ns)
+    ordered = sorted(records, key=lambda record: (record.start_ns + record.end_ns) / 2)
+    middles = [(record.start_ns + record.end_ns) / 2 for record in ordered]
     timings: list[CallTiming] = []
     for window in windows:
-        inside = [
-            r for r in ordered if window.start_ns <= (r.start_ns + r.end_ns) / 2 <= window.end_ns
-        ]
+        first = bisect.bisect_left(middles, window.start_ns)
+        inside = ordered[first : bisect.bisect_right(middles, window.end_ns)]
         timings.append(
             CallTiming(
                 label=window.label,
@@ -146,19 +154,24 @@ class Summary:
     min_us: float
     launches_per_call: float
     samples: int
+    device_us: tuple[float, ...]
+    """Every sample, in window order."""
 
 
 def summarise(timings: list[CallTiming], label: str) -> Summary | None:
     """Median and minimum device time (µs) and median launch count of one label's
-    windows that launched at least one kernel; None if there are none."""
+    windows that launched at least one kernel, and those windows' device times;
+    None if there are none."""
     mine = [t for t in timings if t.label == label and t.launches > 0]
     if not mine:
         return None
+    device_us = tuple(t.device_ns / 1e3 for t in mine)
     return Summary(
-        median_us=statistics.median(t.device_ns for t in mine) / 1e3,
-        min_us=min(t.device_ns for t in mine) / 1e3,
+        median_us=statistics.median(device_us),
+        min_us=min(device_us),
         launches_per_call=float(statistics.median(t.launches for t in mine)),
         samples=len(mine),
+        device_us=device_us,
     )
 
 

@@ -57,6 +57,7 @@ OWN_PACKAGES = ("app", "graph", "nodes", "schemas", "tileir", "toolchain")
 SIZE_LIMIT_BYTES = 60 << 20
 DEFAULT_SEEDS = (0, 1, 2)
 DEFAULT_REPETITIONS = 100
+DEFAULT_MAX_REPETITIONS = 2000
 DEFAULT_WARMUP = 10
 
 RUN_PY = '''#!/usr/bin/env python3
@@ -188,6 +189,7 @@ def build_bundle(
     attempt: int = 1,
     seeds: tuple[int, ...] = DEFAULT_SEEDS,
     repetitions: int = DEFAULT_REPETITIONS,
+    max_repetitions: int = DEFAULT_MAX_REPETITIONS,
     warmup: int = DEFAULT_WARMUP,
     torch_equivalent: str | None = "reference",
 ) -> BuiltBundle:
@@ -245,6 +247,7 @@ def build_bundle(
         built_on=_built_on(crate, int(wrapper.FINGERPRINT)),
         seeds=list(seeds),
         perf_repetitions=repetitions,
+        perf_max_repetitions=max(max_repetitions, repetitions),
         perf_warmup=warmup,
     )
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -260,7 +263,19 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", default="standalone", help="the run the reports belong to")
     parser.add_argument("--attempt", type=int, default=1)
     parser.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS))
-    parser.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS)
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=DEFAULT_REPETITIONS,
+        help="rounds of every perf configuration before its medians are judged",
+    )
+    parser.add_argument(
+        "--max-repetitions",
+        type=int,
+        default=DEFAULT_MAX_REPETITIONS,
+        help="the most rounds a configuration gets while a median's 95%% interval is "
+        "wider than ±0.5%%",
+    )
     parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     parser.add_argument(
         "--torch-equivalent",
@@ -282,6 +297,7 @@ def build_from_args(args: argparse.Namespace) -> int:
                 attempt=args.attempt,
                 seeds=tuple(args.seeds),
                 repetitions=args.repetitions,
+                max_repetitions=args.max_repetitions,
                 warmup=args.warmup,
                 torch_equivalent=None if args.torch_equivalent == "none" else args.torch_equivalent,
             )

@@ -36,6 +36,29 @@ class CaseArrays:
     def kernel_arrays(self, order: list[str]) -> tuple[Any, ...]:
         return tuple(self.kernel_outputs.get(name, self.inputs.get(name)) for name in order)
 
+    def shared_outputs(self) -> CaseArrays:
+        """These arrays with the reference kernel writing the port's outputs, for timing.
+
+        Correctness needs an output per side, to compare them; timing must not have
+        one: where the output lies moves a memory-bound kernel's device time by
+        several percent, so with an output per side a perf ratio would measure the
+        two allocations as well as the two kernels. One set of buffers for every
+        contender takes placement out of the comparison altogether, where rotating
+        two sets between the contenders would only average it in, each median then
+        falling between two modes."""
+        return CaseArrays(self.inputs, self.port_outputs, self.port_outputs, self.scalars)
+
+
+def buffer_addresses(names: list[str], values: tuple[Any, ...]) -> dict[str, list[int]]:
+    """Each array's data_ptr by name (a list: one per element), as a launch receives
+    them; scalars and constants are not buffers and are left out."""
+    found: dict[str, list[int]] = {}
+    for name, value in zip(names, values, strict=True):
+        members = value if isinstance(value, list | tuple) else [value]
+        if all(hasattr(member, "data_ptr") for member in members):
+            found[name] = [int(member.data_ptr()) for member in members]
+    return found
+
 
 def torch_dtype(torch: Any, name: str) -> Any:
     return getattr(torch, name)

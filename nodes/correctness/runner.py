@@ -41,19 +41,22 @@ from typing import Any, TypeVar
 from nodes.correctness.harness import (
     CaseArrays,
     Comparison,
+    buffer_addresses,
     compare,
     expected_outputs,
     is_ragged,
     make_arrays,
 )
 from nodes.correctness.upload import TOKEN_ENV, UploadError, upload_results
+from nodes.perf_validator.bootstrap import SamplingDecision, SamplingPolicy
 from nodes.perf_validator.measure import (
     Contender,
-    column,
     config_summaries,
+    geomean_band,
     host_overhead,
     l2_flush_buffer,
     measure_config,
+    perf_detail,
 )
 from schemas.gpu import (
     AbiProbe,
@@ -544,88 +547,104 @@ class PerfOutcome:
     details: list[PerfDetail] = field(default_factory=list)
     overhead: list[HostOverhead] = field(default_factory=list)
     flush_bytes: int = 0
+    geomean_interval: tuple[float, float] | None = None
+
+
+def sampling_policy(manifest: BundleManifest) -> SamplingPolicy:
+    """The manifest's rounds: perf_repetitions at least, up to perf_max_repetitions
+    while a compared median's 95 % interval is wider than ±0.5 %."""
+    minimum = manifest.perf_repetitions
+    return SamplingPolicy(minimum=minimum, cap=manifest.perf_max_repetitions or minimum)
 
 
 def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
     torch = ctx.torch
     manifest = ctx.bundle.manifest
+    policy = sampling_policy(manifest)
     flush = l2_flush_buffer(torch, ctx.device)
     timer = KernelTimer(synchronize=torch.cuda.synchronize)
     timer.start()
-    prepared: list[tuple[ResolvedConfig, list[str]]] = []
+    measured: list[tuple[ResolvedConfig, list[Contender], int, SamplingDecision]] = []
     for resolved in configs:
         arrays = make_arrays(torch, ctx.spec, resolved, manifest.seeds[0], ctx.device)
-        contenders = _contenders(ctx, resolved, arrays)
-        measure_config(
-            torch,
-            timer,
-            resolved.name,
-            contenders,
-            flush,
-            manifest.perf_repetitions,
-            manifest.perf_warmup,
+        contenders = timed_contenders(ctx, resolved, arrays)
+        rounds, decision = measure_config(
+            torch, timer, resolved.name, contenders, flush, policy, manifest.perf_warmup
         )
-        prepared.append((resolved, [c.label for c in contenders]))
+        if decision.cap_hit:
+            widths = ", ".join(f"{k} ±{v * 100:.2f} %" for k, v in decision.half_widths.items())
+            ctx.notes.append(f"{resolved.name}: stopped at the cap of {rounds} rounds ({widths})")
+        measured.append((resolved, contenders, rounds, decision))
     timer.stop()
     outcome = PerfOutcome(flush_bytes=int(flush.numel() * flush.element_size()))
-    for resolved, labels in prepared:
-        summaries = config_summaries(timer, resolved.name, labels)
-        port, reference = column(summaries["port"]), column(summaries["reference"])
-        eager = column(summaries["torch"]) if "torch" in summaries else None
-        control = column(summaries["control"])
-        if port is None or reference is None:
+    for resolved, contenders, rounds, decision in measured:
+        summaries = config_summaries(timer, resolved.name, [c.label for c in contenders])
+        buffers = {c.label: c.buffers for c in contenders}
+        detail = perf_detail(resolved.name, summaries, buffers, rounds, decision, policy)
+        if detail is None:
             ctx.notes.append(f"{resolved.name}: no kernel activity recorded for port or reference")
             continue
-        outcome.details.append(
-            PerfDetail(
-                config_id=resolved.name,
-                port=port,
-                reference=reference,
-                torch=eager,
-                control=control,
-            )
-        )
+        outcome.details.append(detail)
         outcome.rows.append(
             PerfRow(
                 config_id=resolved.name,
                 variant=resolved.variant,
                 dtype=resolved.dtype,
                 shapes={name: list(a.shape) for name, a in resolved.arrays.items()},
-                port_us=port.median_us,
-                baseline_us=reference.median_us,
+                port_us=detail.port.median_us,
+                baseline_us=detail.reference.median_us,
                 baseline_backend=ReferenceBackend.CUTILE_PYTHON,
-                repetitions=manifest.perf_repetitions,
-                port_launches=round(port.launches_per_call),
-                baseline_launches=round(reference.launches_per_call),
+                repetitions=rounds,
+                port_launches=round(detail.port.launches_per_call),
+                baseline_launches=round(detail.reference.launches_per_call),
+                ratio_interval=detail.ratio_interval,
+                aa_band=detail.aa_band,
+                cap_hit=detail.cap_hit,
             )
         )
+    outcome.geomean_interval = geomean_band(
+        [(d.port, d.reference) for d in outcome.details],
+        confidence=policy.confidence,
+        resamples=policy.resamples,
+        seed=policy.seed,
+    )
     if configs:
         outcome.overhead.append(_host_overhead(ctx, configs[0]))
     return outcome
 
 
-def _contenders(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -> list[Contender]:
-    """The port, the cuTile Python kernel, and torch eager when the bundle names it."""
+def timed_contenders(
+    ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays
+) -> list[Contender]:
+    """The port, the cuTile Python kernel, the kernel again as the A/A control (control /
+    reference is the protocol's noise), and torch eager when the bundle names it; the
+    three compared sides on one set of buffers (`CaseArrays.shared_outputs`), each with
+    the addresses its call is given."""
+    timed = arrays.shared_outputs()
+    port_buffers = buffer_addresses(ctx.array_order, timed.port_arrays(ctx.array_order))
+    kernel_buffers = buffer_addresses(
+        ctx.bundle.manifest.kernel_parameters, tuple(_kernel_arguments(ctx, resolved, timed))
+    )
 
     def port() -> None:
-        launch_port(ctx, arrays, resolved)
+        launch_port(ctx, timed, resolved)
 
     def reference() -> None:
-        launch_reference_kernel(ctx, resolved, arrays)
+        launch_reference_kernel(ctx, resolved, timed)
 
-    # The reference twice: "control" / "reference" is the noise of the protocol.
     contenders = [
-        Contender("port", port),
-        Contender("reference", reference),
-        Contender("control", reference),
+        Contender("port", port, port_buffers),
+        Contender("reference", reference, kernel_buffers),
+        Contender("control", reference, kernel_buffers),
     ]
     if ctx.torch_equivalent is not None:
-        kwargs = reference_arguments(ctx, resolved, arrays)
+        kwargs = reference_arguments(ctx, resolved, timed)
 
         def eager() -> None:
             ctx.torch_equivalent(**kwargs)
 
-        contenders.append(Contender("torch", eager))
+        eager_buffers = buffer_addresses(list(kwargs), tuple(kwargs.values()))
+        contenders.append(Contender("torch", eager, eager_buffers))
     return contenders
 
 
@@ -780,11 +799,12 @@ def _perf_report(ctx: GpuContext, measured: PerfOutcome, all_pass: bool) -> Perf
     return PerfReport(
         **_meta(manifest),
         verdict=PerfReport.verdict_for(measured.rows),
-        summary="",
+        summary=_perf_summary(measured),
         l2_flush_bytes=measured.flush_bytes,
         warmup_iterations=manifest.perf_warmup,
         interleaved=True,
         rows=measured.rows,
+        geomean_interval=measured.geomean_interval,
         environment=MeasurementEnvironment(
             gpu=env.gpu or "unknown",
             driver=env.driver or "unknown",
@@ -794,6 +814,18 @@ def _perf_report(ctx: GpuContext, measured: PerfOutcome, all_pass: bool) -> Perf
         notes=ctx.notes,
         **PerfReport.geomean_fields(measured.rows),
     )
+
+
+def _perf_summary(measured: PerfOutcome) -> str:
+    """The geomean's interval, and the configurations that go to stage F."""
+    parts = []
+    if measured.geomean_interval is not None:
+        low, high = measured.geomean_interval
+        parts.append(f"geomean 95 % interval {low:.4f} to {high:.4f}")
+    outside = [row.config_id for row in measured.rows if row.outside_aa_band]
+    if outside:
+        parts.append(f"outside their A/A band, for stage F: {', '.join(outside)}")
+    return "; ".join(parts)
 
 
 def write_outcome(outcome: RunOutcome, out: Path) -> list[Path]:
@@ -857,19 +889,28 @@ def _perf_table(run: GpuRunReport) -> list[str]:
         return []
     lines = [
         "",
-        "| config | port µs | cuTile Python µs | torch µs | port/ref | control/ref "
-        "| launches port/ref |",
-        "|---|---|---|---|---|---|---|",
+        "| config | port µs | cuTile Python µs | torch µs | port/ref (95 %) | control/ref "
+        "(A/A band) | rounds | launches port/ref |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in run.perf:
         eager = f"{row.torch.median_us:.2f}" if row.torch else "-"
         control = f"{row.control_ratio:.4f}" if row.control_ratio is not None else "-"
+        control += _band(row.aa_band)
+        ratio = f"{row.ratio:.4f}{_band(row.ratio_interval)}"
+        ratio += " **outside the A/A band: stage F**" if row.outside_aa_band else ""
+        rounds = "-" if row.rounds is None else str(row.rounds)
+        rounds += " (cap)" if row.cap_hit else ""
         launches = f"{row.port.launches_per_call:g}/{row.reference.launches_per_call:g}"
         lines.append(
             f"| {row.config_id} | {row.port.median_us:.2f} | {row.reference.median_us:.2f} | "
-            f"{eager} | {row.ratio:.4f} | {control} | {launches} |"
+            f"{eager} | {ratio} | {control} | {rounds} | {launches} |"
         )
     return lines
+
+
+def _band(band: tuple[float, float] | None) -> str:
+    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
 
 
 def _overhead_lines(run: GpuRunReport) -> list[str]:

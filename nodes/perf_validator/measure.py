@@ -1,6 +1,9 @@
 """The perf protocol on a GPU: CUPTI device time, L2 flushed before every
-repetition, warm-up past the JIT, the port and the reference interleaved (and
-torch eager as a third column when given), medians per configuration.
+repetition, warm-up past the JIT, the port, the reference and the reference
+again (the A/A control) interleaved on the same buffers (and torch eager as a
+further column when given), rounds added per configuration until every
+compared median's bootstrap 95 % interval is within ±0.5 % or a cap is reached
+(`nodes.perf_validator.bootstrap`), medians per configuration.
 
 Also the host side of a call: wall-clock per call of the port through the
 wrapper, through bare cffi with descriptors built once, and of `ct.launch`,
@@ -12,10 +15,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.gpu import HostOverhead, TimingColumn
+from nodes.perf_validator.bootstrap import (
+    CONFIDENCE,
+    RESAMPLES,
+    SamplingDecision,
+    SamplingPolicy,
+    geomean_interval,
+    median_interval,
+    next_rounds,
+    ratio_interval,
+)
+from schemas.gpu import (
+    COMPARED_CONTENDERS,
+    HostOverhead,
+    PerfDetail,
+    TimingColumn,
+    placement_mismatches,
+)
 from toolchain.cupti import KernelTimer, Summary, summarise
 
 L2_FLUSH_FACTOR = 2
@@ -23,8 +42,11 @@ L2_FLUSH_FACTOR = 2
 
 @dataclass(frozen=True)
 class Contender:
+    """One timed side: its call and the buffers (data_ptr by array) that call uses."""
+
     label: str
     call: Callable[[], None]
+    buffers: dict[str, list[int]] = field(default_factory=dict)
 
 
 def l2_flush_buffer(torch: Any, device: Any) -> Any:
@@ -35,28 +57,62 @@ def l2_flush_buffer(torch: Any, device: Any) -> Any:
     )
 
 
+def round_order(contenders: list[Contender], round_index: int) -> list[Contender]:
+    """The contenders of one round, rotated by the round's index so that over any
+    `len(contenders)` consecutive rounds each runs first (right after the flush),
+    second, ... exactly once."""
+    shift = round_index % len(contenders)
+    return contenders[shift:] + contenders[:shift]
+
+
+def window_label(config_id: str, contender: str) -> str:
+    return f"{config_id}:{contender}"
+
+
+def compared_samples(
+    timer: KernelTimer, config_id: str, contenders: list[Contender]
+) -> dict[str, list[float]]:
+    """The device-time samples so far of the contenders whose medians enter a ratio."""
+    timings = timer.timings()
+    found: dict[str, list[float]] = {}
+    for contender in contenders:
+        if contender.label in COMPARED_CONTENDERS:
+            summary = summarise(timings, window_label(config_id, contender.label))
+            found[contender.label] = list(summary.device_us) if summary else []
+    return found
+
+
 def measure_config(
     torch: Any,
     timer: KernelTimer,
     config_id: str,
     contenders: list[Contender],
     flush: Any,
-    repetitions: int,
+    policy: SamplingPolicy,
     warmup: int,
-) -> None:
-    """Times every contender `repetitions` times under windows labelled
-    `<config_id>:<contender>`; the order rotates every repetition so that none
-    always runs first after the flush."""
+) -> tuple[int, SamplingDecision]:
+    """Times every contender under windows labelled `<config_id>:<contender>`, in
+    interleaved rounds (`round_order`), the L2 flushed before each call, until
+    `next_rounds` says every compared median is known to the policy's target or the
+    cap is reached. Returns the rounds run and the last decision."""
+    if placement_mismatches({c.label: c.buffers for c in contenders}):
+        raise ValueError(f"{config_id}: the contenders do not share their buffers")
     for _ in range(warmup):
         for contender in contenders:
             contender.call()
     torch.cuda.synchronize()
-    for repetition in range(repetitions):
-        shift = repetition % len(contenders)
-        for contender in contenders[shift:] + contenders[:shift]:
-            flush.zero_()
-            with timer.window(f"{config_id}:{contender.label}"):
-                contender.call()
+    rounds = 0
+    while True:
+        timer.flush()
+        decision = next_rounds(compared_samples(timer, config_id, contenders), policy)
+        if decision.more == 0:
+            return rounds, decision
+        for round_index in range(rounds, rounds + decision.more):
+            for contender in round_order(contenders, round_index):
+                flush.zero_()
+                with timer.window(window_label(config_id, contender.label)):
+                    contender.call()
+        rounds += decision.more
 
 
 def config_summaries(
@@ -64,18 +120,84 @@ def config_summaries(
 ) -> dict[str, Summary | None]:
     """Per contender of one configuration: its device-time summary (after `stop`)."""
     timings = timer.timings()
-    return {label: summarise(timings, f"{config_id}:{label}") for label in labels}
+    return {label: summarise(timings, window_label(config_id, label)) for label in labels}
 
 
-def column(summary: Summary | None) -> TimingColumn | None:
+def column(summary: Summary | None, policy: SamplingPolicy) -> TimingColumn | None:
     if summary is None:
         return None
+    interval = median_interval(
+        summary.device_us,
+        confidence=policy.confidence,
+        resamples=policy.resamples,
+        seed=policy.seed,
+    )
     return TimingColumn(
         median_us=summary.median_us,
         min_us=summary.min_us,
         launches_per_call=summary.launches_per_call,
         samples=summary.samples,
+        median_interval_us=(interval.low, interval.high),
+        samples_us=list(summary.device_us),
     )
+
+
+def perf_detail(
+    config_id: str,
+    summaries: dict[str, Summary | None],
+    buffers: dict[str, dict[str, list[int]]],
+    rounds: int,
+    decision: SamplingDecision,
+    policy: SamplingPolicy,
+) -> PerfDetail | None:
+    """One configuration's columns with its intervals: port / reference, and the A/A
+    band (control / reference) it is judged against; None without port or reference."""
+    port, reference = summaries.get("port"), summaries.get("reference")
+    if port is None or reference is None:
+        return None
+    control = summaries.get("control")
+
+    def band(top: Summary) -> tuple[float, float]:
+        found = ratio_interval(
+            top.device_us,
+            reference.device_us,
+            confidence=policy.confidence,
+            resamples=policy.resamples,
+            seed=policy.seed,
+        )
+        return found.low, found.high
+
+    port_column, reference_column = column(port, policy), column(reference, policy)
+    assert port_column is not None and reference_column is not None
+    return PerfDetail(
+        config_id=config_id,
+        port=port_column,
+        reference=reference_column,
+        torch=column(summaries.get("torch"), policy),
+        control=column(control, policy),
+        rounds=rounds,
+        cap_hit=decision.cap_hit,
+        ratio_interval=band(port),
+        aa_band=band(control) if control is not None else None,
+        buffers=buffers,
+    )
+
+
+def geomean_band(
+    columns: list[tuple[TimingColumn, TimingColumn]],
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """The bootstrap interval of the geomean of port / reference over (port, reference)
+    columns, all resampled together; None without columns, or when one kept no samples
+    (a run from before samples were kept)."""
+    pairs = [(port.samples_us, reference.samples_us) for port, reference in columns]
+    if not pairs or not all(top and bottom for top, bottom in pairs):
+        return None
+    found = geomean_interval(pairs, confidence, resamples, seed)
+    return found.low, found.high
 
 
 def host_wall_clock_us(torch: Any, call: Callable[[], None], calls: int) -> float:

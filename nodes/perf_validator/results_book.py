@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import BaseModel
 
+from nodes.perf_validator.measure import geomean_band
 from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail
 from schemas.model_file import ModelFileError, read_model
 from schemas.reports import (
@@ -194,6 +195,7 @@ def _kernel(run: _Run) -> KernelEntry:
         worst_max_rel_error=_worst(case.max_rel_error for case in cases),
         timings=timings,
         geomean_ratio=_geomean(ratios),
+        geomean_interval=geomean_band([(t.port, t.reference) for t in timings]),
         min_ratio=min(ratios, default=None),
         max_ratio=max(ratios, default=None),
         control_geomean_ratio=_geomean([t.control_ratio for t in timings]),
@@ -247,6 +249,10 @@ def _timings(perf: list[PerfDetail], cases: list[BookCase]) -> list[BookTiming]:
             control=row.control,
             ratio=row.ratio,
             control_ratio=row.control_ratio,
+            rounds=row.rounds,
+            cap_hit=row.cap_hit,
+            ratio_interval=row.ratio_interval,
+            aa_band=row.aa_band,
         )
         for row in perf
     ]
@@ -271,6 +277,9 @@ def _overall(kernels: list[KernelEntry]) -> BookOverall:
         kernels=len(kernels),
         configurations_timed=len(ratios),
         geomean_ratio=geomean,
+        geomean_interval=geomean_band(
+            [(timing.port, timing.reference) for kernel in kernels for timing in kernel.timings]
+        ),
         geomean_line=geomean_line(geomean, len(ratios)),
         control_geomean_ratio=_geomean(controls),
         control_spread=(min(controls), max(controls)) if controls else None,
@@ -510,7 +519,7 @@ def _kernel_row(kernel: KernelEntry) -> str:
         correctness,
         str(len(kernel.cases)),
         str(len(kernel.timings)),
-        _number(kernel.geomean_ratio),
+        _number(kernel.geomean_ratio) + _interval(kernel.geomean_interval),
         _number(kernel.min_ratio),
         _number(kernel.max_ratio),
         _number(kernel.control_geomean_ratio),
@@ -522,10 +531,37 @@ def _kernel_row(kernel: KernelEntry) -> str:
 
 
 KERNEL_HEADER = (
-    "| kernel | correctness | cases | configs timed | geomean port/ref | min ratio | "
+    "| kernel | correctness | cases | configs timed | geomean port/ref (95 %) | min ratio | "
     "max ratio | control/ref (A/A) | worst abs / rel error | wrapper µs vs ct.launch µs | "
     "graph replay port / ref µs |"
 )
+
+
+def _interval(band: tuple[float, float] | None) -> str:
+    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
+
+
+def _stage_f_lines(book: ResultsBook) -> list[str]:
+    """Each configuration whose port / reference lies outside its own A/A band: listed
+    one by one, whatever its kernel's geomean, for stage F."""
+    rows = [
+        f"- {kernel.name} / {timing.config_id}: port/ref {timing.ratio:.4f}"
+        f"{_interval(timing.ratio_interval)}, A/A band{_interval(timing.aa_band)}"
+        for kernel in book.kernels
+        for timing in kernel.timings
+        if timing.outside_aa_band
+    ]
+    if not rows:
+        return []
+    return [
+        "### Outside their A/A band (stage F)",
+        "",
+        "Port / reference where two identical kernels do not land: parameter layout, launch "
+        "attributes (cluster dims, shared-memory carve-out) and cubin metadata to compare.",
+        "",
+        *rows,
+        "",
+    ]
 
 
 def _control_line(overall: BookOverall) -> str:
@@ -562,14 +598,16 @@ def book_markdown(book: ResultsBook) -> str:
         "|" + "---|" * 11,
         *(_kernel_row(kernel) for kernel in book.kernels),
         "",
-        f"Overall: {overall.geomean_line}; {overall.kernels} kernels, "
+        f"Overall: {overall.geomean_line}{_interval(overall.geomean_interval)}; "
+        f"{overall.kernels} kernels, "
         f"{overall.configurations_correct}/{overall.configurations_checked} configurations "
         f"correct ({fraction}).",
         "",
         _control_line(overall),
         "",
-        "Ratios are port / cuTile Python reference medians of CUPTI device time; host "
-        "figures are wall-clock µs per call.",
+        "Ratios are port / cuTile Python reference medians of CUPTI device time, with "
+        "bootstrap 95 % intervals where the runs kept their samples; host figures are "
+        "wall-clock µs per call.",
         "",
         "## Targets",
         "",
@@ -581,6 +619,7 @@ def book_markdown(book: ResultsBook) -> str:
             for t in book.targets
         ),
         "",
+        *_stage_f_lines(book),
         *_host_investigations(book),
     ]
     return "\n".join(lines)

@@ -319,3 +319,21 @@ def test_uniform_ratio_with_counted_launches_is_noted_not_blamed(
     else:
         assert categories == []
         assert any(note.startswith("uniform ratio (") for note in report.notes)
+
+
+def test_a_configuration_outside_its_a_a_band_is_not_called_aligned(tmp_path: Path) -> None:
+    """Same device code and launches, a geomean within the limit, and one configuration
+    0.924 of the baseline where identical kernels give 0.996 to 1.004: not a re-measure
+    but something the launches differ in besides the code."""
+    band = (0.996, 1.004)
+    rows = [
+        row("a", 9.24, 10.0, launches=(1, 1)).model_copy(update={"aa_band": band}),
+        row("b", 10.0, 10.0, launches=(1, 1)).model_copy(update={"aa_band": band}),
+    ]
+    state = state_with(tmp_path, rows)
+    save_diff(state, SamenessLevel.SASS_IDENTICAL, [])
+    report = checked(state)
+    assert report.verdict is InvestigationVerdict.BLOCKED
+    assert report.summary.startswith("outside their A/A band: a; compare")
+    assert "cluster dims, shared-memory carve-out" in report.summary
+    assert any(n.startswith("a: port/baseline 0.9240 is outside") for n in report.notes)

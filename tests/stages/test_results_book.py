@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import shutil
+import statistics
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.cli import main
+from nodes.perf_validator.bootstrap import ratio_interval
 from nodes.perf_validator.results_book import (
     BookInputError,
     book_markdown,
@@ -116,9 +119,10 @@ def test_aggregates_match_the_json(runs: list[Path]) -> None:
         assert (kernel.min_ratio, kernel.max_ratio) == (min(ratios), max(ratios))
         # The timing columns are the run's own, unchanged.
         for timing, row in zip(kernel.timings, run["perf"], strict=True):
-            assert timing.port.model_dump() == row["port"]
-            assert timing.reference.model_dump() == row["reference"]
-            assert timing.torch is not None and timing.torch.model_dump() == row["torch"]
+            assert timing.port.model_dump(exclude_unset=True) == row["port"]
+            assert timing.reference.model_dump(exclude_unset=True) == row["reference"]
+            assert timing.torch is not None
+            assert timing.torch.model_dump(exclude_unset=True) == row["torch"]
         assert [h.model_dump() for h in kernel.host_overhead] == run["host_overhead"]
     assert book.overall.correct_fraction == 1.0
 
@@ -417,3 +421,47 @@ def test_the_book_names_the_library_crates(runs: list[Path], tmp_path: Path) -> 
     book = build_book(runs, "h200")
     assert book.crates.get("cutile") == "0.5.0"  # the repository's own Cargo.lock
     assert "- kernel library crates: " in book_markdown(book)
+
+
+def _column(samples: list[float], launches: float = 1.0) -> dict[str, Any]:
+    return {
+        "median_us": statistics.median(samples),
+        "min_us": min(samples),
+        "launches_per_call": launches,
+        "samples": len(samples),
+        "samples_us": samples,
+    }
+
+
+def test_intervals_and_a_configuration_outside_its_a_a_band(runs: list[Path]) -> None:
+    """A run that kept its samples gets a geomean interval; its first configuration,
+    port 0.95 of the reference against an A/A band near 1, is listed for stage F
+    although its kernel's geomean is within every limit."""
+    folder = runs[0]
+    (folder / "investigation.json").unlink(missing_ok=True)  # made from other figures
+    run = read_json(folder / "gpu_run.json")
+    rng = random.Random(0)
+    for index, row in enumerate(run["perf"]):
+        centre = row["reference"]["median_us"]
+        draw = [centre * rng.lognormvariate(0, 0.002) for _ in range(301)]
+        port = [value * (0.95 if index == 0 else 1.0) for value in draw[:300]]
+        reference, control = draw[1:], draw[::-1][:300]
+        row["port"], row["reference"] = _column(port), _column(reference)
+        row["control"] = _column(control)
+        aa_band = ratio_interval(control, reference)
+        row["aa_band"] = [aa_band.low, aa_band.high]
+        row["rounds"] = 300
+    write_json(folder / "gpu_run.json", run)
+    book = build_book(runs, "h200")
+    kernel = next(k for k in book.kernels if k.run == folder.name)
+    first = run["perf"][0]["config_id"]
+    assert kernel.stage_f_configurations == [first]
+    assert kernel.geomean_interval is not None
+    low, high = kernel.geomean_interval
+    assert kernel.geomean_ratio is not None and low < kernel.geomean_ratio < high
+    assert book.overall.geomean_interval is None  # the other run kept no samples
+    markdown = book_markdown(book)
+    assert "### Outside their A/A band (stage F)" in markdown
+    assert f"- {kernel.name} / {first}: port/ref 0.95" in markdown
+    untouched = next(k for k in book.kernels if k.run != folder.name)
+    assert untouched.stage_f_configurations == [] and untouched.geomean_interval is None

@@ -1,0 +1,461 @@
+"""The timing protocol without a GPU: which buffers each timed side gets, the order
+of a round, how many rounds a configuration gets (bootstrap intervals of its
+medians), the A/A band a configuration is judged against and the verdict that
+follows. Tensors, the timer and the launches are stand-ins that record what they
+are given; every random draw is seeded."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from nodes.correctness.harness import CaseArrays
+from nodes.correctness.runner import GpuContext, sampling_policy, timed_contenders
+from nodes.host_builder.binding import kernel_parameter_order
+from nodes.perf_validator.bootstrap import (
+    SamplingPolicy,
+    geomean_interval,
+    median_interval,
+    median_replicates,
+    next_rounds,
+    ratio_interval,
+)
+from nodes.perf_validator.measure import (
+    Contender,
+    geomean_band,
+    measure_config,
+    perf_detail,
+    round_order,
+)
+from schemas.gpu import BundleManifest, PerfDetail, TimingColumn, placement_mismatches
+from schemas.port_spec import ResolvedConfig, load_port_spec
+from schemas.reports import PerfReport, PerfRow, ReferenceBackend
+from schemas.verdicts import PerfVerdict
+from toolchain.cupti import CallTiming, Summary
+from toolchain.env import REPO_ROOT
+
+KERNELS = REPO_ROOT / "examples" / "kernels"
+_ADDRESSES = itertools.count(0x7F00_0000_0000, 0x10_0000)
+
+
+class FakeTensor:
+    """A tensor at an address of its own, as each torch allocation is."""
+
+    def __init__(self) -> None:
+        self.address = next(_ADDRESSES)
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+def case_arrays(resolved: ResolvedConfig) -> CaseArrays:
+    """The arrays as `make_arrays` lays them out: inputs shared, an output per side
+    (an inout array: the port's, a copy for the reference kernel, a copy of the
+    original values for the correctness reference)."""
+    inputs: dict[str, Any] = {}
+    port_outputs: dict[str, Any] = {}
+    kernel_outputs: dict[str, Any] = {}
+    for name, array in resolved.arrays.items():
+        if array.list_length is not None:
+            inputs[name] = [FakeTensor() for _ in range(array.list_length)]
+        elif array.role == "out":
+            port_outputs[name], kernel_outputs[name] = FakeTensor(), FakeTensor()
+        elif array.role == "inout":
+            port_outputs[name], kernel_outputs[name] = FakeTensor(), FakeTensor()
+            inputs[name] = FakeTensor()
+        else:
+            inputs[name] = FakeTensor()
+    return CaseArrays(inputs, port_outputs, kernel_outputs, dict(resolved.scalars))
+
+
+def addresses_of(values: Any, names: list[str]) -> dict[str, list[int]]:
+    found = {}
+    for name, value in zip(names, values, strict=True):
+        members = value if isinstance(value, list) else [value]
+        if all(isinstance(member, FakeTensor) for member in members):
+            found[name] = [member.data_ptr() for member in members]
+    return found
+
+
+@dataclass
+class Launches:
+    """What the port's library and `ct.launch` were handed, per call."""
+
+    port: list[dict[str, list[int]]] = field(default_factory=list)
+    reference: list[dict[str, list[int]]] = field(default_factory=list)
+
+
+def fake_context(operator: str) -> tuple[GpuContext, ResolvedConfig, Launches]:
+    spec_path = KERNELS / f"{operator}.port.yaml"
+    spec = load_port_spec(spec_path)
+    resolved = spec.resolve((spec.perf_configs or spec.test_configs)[0], "perf")
+    order = list(resolved.arrays)
+    parameters = kernel_parameter_order(spec, spec_path)
+    launches = Launches()
+
+    def library_call(_operator: str, arrays: tuple[Any, ...], _scalars: tuple[Any, ...]) -> None:
+        launches.port.append(addresses_of(arrays, order))
+
+    def ct_launch(_stream: Any, _grid: Any, _kernel: Any, arguments: tuple[Any, ...]) -> None:
+        launches.reference.append(addresses_of(arguments, parameters))
+
+    ctx = GpuContext(
+        bundle=SimpleNamespace(
+            manifest=SimpleNamespace(operator=operator, kernel_parameters=parameters)
+        ),
+        spec=spec,
+        torch=SimpleNamespace(cuda=SimpleNamespace(current_stream=lambda: None)),
+        ct=SimpleNamespace(launch=ct_launch),
+        wrapper=SimpleNamespace(
+            OPERATORS={operator: {"arrays": [{"name": n} for n in order], "scalars": []}}
+        ),
+        library=SimpleNamespace(call=library_call),
+        kernel=SimpleNamespace(),
+        reference=None,
+        torch_equivalent=None,
+        device="cuda:0",
+        environment=SimpleNamespace(),
+    )
+    return ctx, resolved, launches
+
+
+# --- the buffers each side is timed on ---------------------------------------------------
+
+
+@pytest.mark.parametrize("operator", ["softmax", "rotary", "grouped_matmul"])
+def test_port_reference_and_control_are_timed_on_the_same_buffers(operator: str) -> None:
+    """An output per side is right for correctness and wrong for timing: the port and
+    the reference would be timed at different addresses. Every timed side must be
+    handed, and record, the same buffer for every array (an out, an inout, a list)."""
+    ctx, resolved, launches = fake_context(operator)
+    arrays = case_arrays(resolved)
+    contenders = timed_contenders(ctx, resolved, arrays)
+    assert [c.label for c in contenders] == ["port", "reference", "control"]
+    for contender in contenders:
+        contender.call()
+    port_call, reference_call, control_call = launches.port[0], *launches.reference
+    assert port_call == reference_call == control_call
+    assert set(port_call) == set(resolved.arrays)
+    recorded = {c.label: c.buffers for c in contenders}
+    assert recorded == {"port": port_call, "reference": port_call, "control": port_call}
+    assert placement_mismatches(recorded) == []
+
+
+def test_an_output_per_side_is_a_placement_mismatch() -> None:
+    """The layout correctness uses (the port writes port_outputs, the kernel
+    kernel_outputs) named for what it is, and refused by the perf report's model."""
+    ctx, resolved, _ = fake_context("softmax")
+    arrays = case_arrays(resolved)
+    per_side = {
+        "port": addresses_of(arrays.port_arrays(ctx.array_order), ctx.array_order),
+        "reference": addresses_of(arrays.kernel_arrays(ctx.array_order), ctx.array_order),
+    }
+    (problem,) = placement_mismatches(per_side)
+    assert problem.startswith("`y`: port at 0x") and "reference at 0x" in problem
+    column = TimingColumn(median_us=2.5, min_us=2.4, launches_per_call=1, samples=5)
+    with pytest.raises(ValidationError, match="different buffers"):
+        PerfDetail(config_id="c", port=column, reference=column, buffers=per_side)
+
+
+def test_measure_config_refuses_contenders_on_different_buffers() -> None:
+    contenders = [
+        Contender("port", lambda: None, {"y": [0x1000]}),
+        Contender("reference", lambda: None, {"y": [0x2000]}),
+    ]
+    timer = FakeTimer({"port": [1.0], "reference": [1.0]})
+    with pytest.raises(ValueError, match="do not share their buffers"):
+        measure_config(FAKE_TORCH, timer, "c", contenders, FakeFlush(), policy(), 1)
+
+
+def test_each_contender_runs_in_each_position_equally_often() -> None:
+    contenders = [Contender(label, lambda: None) for label in ("port", "reference", "control")]
+    positions: dict[str, list[int]] = {c.label: [] for c in contenders}
+    for round_index in range(6):
+        for position, contender in enumerate(round_order(contenders, round_index)):
+            positions[contender.label].append(position)
+    assert all(sorted(seen) == [0, 0, 1, 1, 2, 2] for seen in positions.values())
+
+
+# --- bootstrap intervals -----------------------------------------------------------------
+
+
+def samples(seed: int, count: int, centre: float = 2.5, spread: float = 0.01) -> list[float]:
+    rng = random.Random(seed)
+    return [centre * rng.lognormvariate(0, spread) for _ in range(count)]
+
+
+def test_replicates_of_the_median_follow_the_plain_bootstrap() -> None:
+    """Drawn from order statistics, the replicates have the distribution of medians
+    of resamples drawn one by one (odd and even counts)."""
+    for count in (9, 10, 40):
+        data = samples(count, count, spread=0.1)
+        fast = median_replicates(data, 20_000, seed=1)
+        rng = random.Random(2)
+        plain = [statistics.median(rng.choices(data, k=count)) for _ in range(20_000)]
+        for q_fast, q_plain in zip(
+            statistics.quantiles(fast, n=20), statistics.quantiles(plain, n=20), strict=True
+        ):
+            assert math.isclose(q_fast, q_plain, rel_tol=0.01)
+
+
+def test_one_sample_and_identical_samples_give_a_zero_width_interval() -> None:
+    one = median_interval([2.5])
+    assert (one.low, one.high) == (2.5, 2.5)
+    same = median_interval([2.5] * 50)
+    assert same.relative_half_width(2.5) == 0
+
+
+def test_heavy_outliers_barely_move_the_median_interval() -> None:
+    data = samples(3, 200, spread=0.002)
+    spoiled = data[:]
+    for index in range(0, 200, 20):  # 5 % of the samples ten times slower
+        spoiled[index] *= 10
+    tight = median_interval(data).relative_half_width(statistics.median(data))
+    robust = median_interval(spoiled).relative_half_width(statistics.median(spoiled))
+    assert tight < 0.001 and robust < 0.002
+    assert statistics.median(spoiled) / statistics.median(data) < 1.002
+
+
+def test_intervals_are_reproducible_from_their_seed() -> None:
+    top, bottom = samples(4, 100), samples(5, 100)
+    assert ratio_interval(top, bottom, seed=7) == ratio_interval(top, bottom, seed=7)
+    assert ratio_interval(top, bottom, seed=7) != ratio_interval(top, bottom, seed=8)
+
+
+def test_the_geomean_interval_holds_the_geomean() -> None:
+    pairs = [(samples(s, 200, 2.5 * f), samples(s + 100, 200)) for s, f in ((1, 0.98), (2, 1.02))]
+    found = geomean_interval(pairs)
+    point = math.sqrt(math.prod(statistics.median(a) / statistics.median(b) for a, b in pairs))
+    assert found.low < point < found.high
+    assert found.high - found.low < 0.01
+
+
+# --- how many rounds -----------------------------------------------------------------------
+
+
+def policy(minimum: int = 20, cap: int = 400) -> SamplingPolicy:
+    return SamplingPolicy(minimum=minimum, cap=cap, resamples=500)
+
+
+def test_too_few_samples_ask_for_the_minimum() -> None:
+    decision = next_rounds({"port": [2.5], "reference": []}, policy())
+    assert decision.more == 20 and not decision.converged and not decision.cap_hit
+    decision = next_rounds({"port": [2.5] * 12, "reference": [2.5] * 12}, policy())
+    assert decision.more == 8
+
+
+def test_identical_samples_are_converged_at_the_minimum() -> None:
+    decision = next_rounds({"port": [2.5] * 20, "reference": [2.5] * 20}, policy())
+    assert (decision.more, decision.converged) == (0, True)
+    assert decision.half_widths == {"port": 0.0, "reference": 0.0}
+
+
+def test_tight_samples_stop_and_noisy_ones_ask_for_more() -> None:
+    tight = {"port": samples(1, 20, spread=0.002), "reference": samples(2, 20, spread=0.002)}
+    assert next_rounds(tight, policy()).converged
+    noisy = {"port": samples(1, 20, spread=0.04), "reference": samples(2, 20, spread=0.002)}
+    decision = next_rounds(noisy, policy())
+    widest = decision.half_widths["port"]
+    assert widest > 0.005 and decision.half_widths["reference"] <= 0.005
+    # As many as a width falling with the square root of the count needs, in one go.
+    expected = math.ceil(20 * (widest / 0.005) ** 2) - 20
+    assert decision.more == min(expected, 400 - 20) and not decision.cap_hit
+
+
+def test_the_cap_stops_a_median_that_never_settles_and_says_so() -> None:
+    bimodal = [2.5 if i % 2 else 2.75 for i in range(400)]
+    decision = next_rounds({"port": bimodal, "reference": [2.5] * 400}, policy())
+    assert decision.more == 0 and decision.cap_hit and not decision.converged
+    assert next_rounds({"port": bimodal[:390], "reference": [2.5] * 390}, policy()).more == 10
+
+
+def test_a_policy_refuses_a_cap_below_its_minimum() -> None:
+    with pytest.raises(ValueError, match="below the minimum"):
+        SamplingPolicy(minimum=100, cap=50)
+    with pytest.raises(ValueError, match="at least 5 rounds"):
+        SamplingPolicy(minimum=1, cap=50)
+
+
+# --- the adaptive loop against a stand-in timer ---------------------------------------------
+
+
+class FakeFlush:
+    def zero_(self) -> None:
+        pass
+
+
+FAKE_TORCH = SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda: None))
+
+
+class FakeTimer:
+    """Each window's device time drawn, seeded, from its contender's samples."""
+
+    def __init__(self, draws: dict[str, list[float]], seed: int = 0) -> None:
+        self.draws = draws
+        self.rng = random.Random(seed)
+        self.taken: list[CallTiming] = []
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    @contextmanager
+    def window(self, label: str) -> Iterator[None]:
+        yield
+        contender = label.split(":")[1]
+        device_us = self.rng.choice(self.draws[contender])
+        self.taken.append(CallTiming(label, round(device_us * 1e3), 1, ("k",)))
+
+    def timings(self) -> list[CallTiming]:
+        return list(self.taken)
+
+
+def three(buffers: dict[str, list[int]]) -> list[Contender]:
+    return [Contender(label, lambda: None, buffers) for label in ("port", "reference", "control")]
+
+
+def test_the_loop_adds_rounds_until_every_median_is_known() -> None:
+    draws = {
+        "port": samples(1, 500, spread=0.03),
+        "reference": samples(2, 500, spread=0.002),
+        "control": samples(3, 500, spread=0.002),
+    }
+    timer = FakeTimer(draws)
+    rounds, decision = measure_config(
+        FAKE_TORCH, timer, "c", three({"y": [1]}), FakeFlush(), policy(cap=2000), 2
+    )
+    assert decision.converged and 20 < rounds < 2000
+    assert max(decision.half_widths.values()) <= 0.005
+    per_label = {label: sum(t.label == f"c:{label}" for t in timer.taken) for label in draws}
+    assert set(per_label.values()) == {rounds}
+    assert timer.flushes >= 2
+
+
+def test_the_loop_stops_at_the_cap() -> None:
+    draws = {"port": [2.5, 2.75], "reference": [2.5], "control": [2.5]}
+    rounds, decision = measure_config(
+        FAKE_TORCH, FakeTimer(draws), "c", three({}), FakeFlush(), policy(cap=60), 1
+    )
+    assert (rounds, decision.cap_hit) == (60, True)
+
+
+# --- the A/A band and the verdict -------------------------------------------------------------
+
+
+def summary(device_us: list[float]) -> Summary:
+    return Summary(
+        median_us=statistics.median(device_us),
+        min_us=min(device_us),
+        launches_per_call=1.0,
+        samples=len(device_us),
+        device_us=tuple(device_us),
+    )
+
+
+def detail(port_scale: float) -> PerfDetail:
+    reference = samples(2, 300, spread=0.002)
+    found = perf_detail(
+        "c",
+        {
+            "port": summary(samples(1, 300, 2.5 * port_scale, spread=0.002)),
+            "reference": summary(reference),
+            "control": summary(samples(3, 300, spread=0.002)),
+        },
+        {},
+        300,
+        next_rounds({"reference": reference}, policy(cap=300)),
+        policy(),
+    )
+    assert found is not None
+    return found
+
+
+def row(found: PerfDetail) -> PerfRow:
+    return PerfRow(
+        config_id=found.config_id,
+        variant="v",
+        dtype="float32",
+        shapes={"x": [524_288]},
+        port_us=found.port.median_us,
+        baseline_us=found.reference.median_us,
+        baseline_backend=ReferenceBackend.CUTILE_PYTHON,
+        repetitions=found.rounds or 1,
+        ratio_interval=found.ratio_interval,
+        aa_band=found.aa_band,
+    )
+
+
+def test_a_ratio_inside_the_aa_band_is_done() -> None:
+    same = detail(1.0)
+    assert same.aa_band is not None and same.aa_band[0] < 1 < same.aa_band[1]
+    assert not same.outside_aa_band
+    assert same.port.median_interval_us is not None and len(same.port.samples_us) == 300
+    assert PerfReport.verdict_for([row(same)]) is PerfVerdict.DONE
+
+
+def test_a_ratio_outside_the_aa_band_goes_to_stage_f_whatever_the_geomean() -> None:
+    """A port 0.924 of the reference (what a buffer's placement alone measured) is well
+    inside the 1.05 limit, and still not what two identical kernels give."""
+    faster = detail(0.924)
+    assert faster.outside_aa_band and faster.ratio_interval is not None
+    assert faster.ratio_interval[1] < faster.aa_band[0]
+    rows = [row(faster), row(detail(1.0)).model_copy(update={"config_id": "d"})]
+    assert PerfReport.verdict_for(rows) is PerfVerdict.INVESTIGATE
+    report = PerfReport(
+        run_id="r",
+        attempt=1,
+        verdict=PerfVerdict.INVESTIGATE,
+        summary="",
+        l2_flush_bytes=1 << 26,
+        warmup_iterations=10,
+        interleaved=True,
+        rows=rows,
+        environment={"gpu": "g", "driver": "d", "clocks": "c", "toolchain": {"t": "1"}},
+        geomean_interval=geomean_band([(faster.port, faster.reference)]),
+        **PerfReport.geomean_fields(rows),
+    )
+    assert report.stage_f_configurations == ["c"]
+    with pytest.raises(ValidationError, match="contradicts"):
+        report.model_validate({**report.model_dump(), "verdict": PerfVerdict.DONE})
+
+
+def test_runs_without_samples_have_no_geomean_interval() -> None:
+    column = TimingColumn(median_us=2.5, min_us=2.4, launches_per_call=1, samples=5)
+    assert geomean_band([(column, column)]) is None
+    assert geomean_band([]) is None
+    with pytest.raises(ValidationError, match="2 samples kept, 5 counted"):
+        TimingColumn(median_us=2.5, min_us=2.4, launches_per_call=1, samples=5, samples_us=[1, 2])
+
+
+def test_the_manifest_sets_the_policy_and_refuses_a_cap_below_its_rounds() -> None:
+    manifest = {
+        "operator": "softmax",
+        "symbol": "cutile_softmax",
+        "run_id": "r",
+        "spec": "spec/softmax.port.yaml",
+        "reference_source": "spec/softmax.py",
+        "kernel_parameters": ["x"],
+        "library": "lib/libtileport_kernels.so",
+        "wrapper": "py/tileport_kernels.py",
+        "files": [],
+        "built_on": {},
+        "seeds": [0, 1],
+        "perf_repetitions": 100,
+        "perf_warmup": 1,
+    }
+    fixed = sampling_policy(BundleManifest.model_validate(manifest))
+    assert (fixed.minimum, fixed.cap) == (100, 100)
+    adaptive = BundleManifest.model_validate({**manifest, "perf_max_repetitions": 2000})
+    assert (sampling_policy(adaptive).minimum, sampling_policy(adaptive).cap) == (100, 2000)
+    with pytest.raises(ValidationError, match="perf_max_repetitions 50 < perf_repetitions"):
+        BundleManifest.model_validate({**manifest, "perf_max_repetitions": 50})
