@@ -21,7 +21,7 @@ loop-carried value through it (docs/UPSTREAM_GAPS.md, G8).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -218,10 +218,16 @@ class Lifter:
         source: SourceNames | None = None,
         fact_generics: dict[FactSlot, tuple[int, str]] | None = None,
         scalar_constants: frozenset[int] = frozenset(),
+        constant_peers: Mapping[int, list[str]] | None = None,
     ) -> None:
         self.entry = entry
         self.fact_generics = fact_generics or {}
         self.scalar_constants = scalar_constants
+        # The n-th constant op's value in the variant's other configurations.
+        self.constant_peers = constant_peers or {}
+        self.constant_ordinals = {
+            id(op): n for n, op in enumerate(o for o in entry.walk() if o.name == "constant")
+        }
         self.constant_lines: dict[int, int] = {}
         self.params = params
         self.kernel_name = kernel_name
@@ -584,7 +590,9 @@ class Lifter:
             return
         info = self.tile(value)
         element = self.element(value)
-        literal = constant_literal(op.attributes.get("value", ""), element, self.where(op), op)
+        peers = self.constant_peers.get(self.constant_ordinals[id(op)], [])
+        raw = op.attributes.get("value", "")
+        literal = constant_literal(raw, element, self.where(op), op, peers)
         position = self.positions[id(op)]
         self.constant_lines[len(scope.lines)] = position
         if position in self.scalar_constants and info.rank == 0 and element == "i32":
@@ -594,7 +602,6 @@ class Lifter:
             number = literal.dense.removesuffix(element)
             self.let(scope, op, value, "scalar", element, f"generic_value::<{number}>()")
             return
-        raw = op.attributes.get("value", "")
         bits = _constant_bits(element, raw, literal.dense)
         if bits is not None:
             width = "64" if element == "u64" else ""
@@ -608,6 +615,10 @@ class Lifter:
         rhs = f"constant({literal.dense}, {shape_macro(info.dims)})"
         if literal.float_constant:
             self.module_items.add(FLOAT_CONSTANTS)
+        if literal.generic_float:
+            function = f"constant_float_r{info.rank}"
+            self.module_items.add(function)
+            rhs = f"{function}({literal.dense}, {shape_macro(info.dims)})"
         if literal.via_f32:
             wide = self.names.fresh("cst_f32")
             self.emit(scope, f"let {wide}: Tile<f32, {shape_braces(info.dims)}> = {rhs};")

@@ -7,16 +7,21 @@ of the dtype generic `E` use their associated constants (`f16::ZERO`,
 `E::NEG_INFINITY`), which cutile-rs compiles to the constant of E's type.
 cutile-rs's `ElementType` declares only `ZERO`, so for rustc an `E` that names
 another one is bound by the module's `FloatConstants` (module.py). Any other
-constant of `E` is an f32 constant converted to `E`
-(`convert_tile(constant(0.5f32, ..))`): nothing for E = f32, an `ftof` of a
-constant otherwise; verification decides whether that is the same machine code.
+constant of `E` is one decimal that every configuration's value rounds from
+(`-1e30` is -inf in f16 and 0xf14a in bf16), written through the module's
+declared `constant_float_r<rank>`: cutile-rs encodes its f64 literal straight
+into E's type, as cuTile did. Where no decimal gives every configuration's
+bits, it is an f32 constant converted to `E` (`convert_tile(constant(0.5f32,
+..))`); verification decides whether that is the same machine code.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from nodes.kernel_writer.errors import Blocked
 from tileir.ir import Op
@@ -34,6 +39,7 @@ class RustLiteral:
     scalar: str | None
     dense: str
     via_f32: bool = False  # `dense` is an f32 literal to convert to the generic E
+    generic_float: bool = False  # `dense` is an f64 literal cutile-rs encodes as E
     float_constant: bool = False  # `E::ONE` and the like: E needs `FloatConstants`
 
 
@@ -45,12 +51,7 @@ def _float_from_bits(bits: int, element: str) -> float:
 
 
 def _round_trips(text: str, value: float, element: str) -> bool:
-    candidate = float(text)
-    if element == "bf16":
-        packed = struct.unpack("<I", struct.pack("<f", candidate))[0] >> 16
-        return bool(packed == struct.unpack("<I", struct.pack("<f", value))[0] >> 16)
-    fmt, _ = _FLOAT_WIDTH[element]
-    return struct.pack("<" + fmt, candidate) == struct.pack("<" + fmt, value)
+    return _bits_of(float(text), element) == _bits_of(value, element)
 
 
 def shortest_float(value: float, element: str) -> str:
@@ -67,15 +68,73 @@ def shortest_float(value: float, element: str) -> str:
     return text if "." in text else text + ".0"
 
 
-def _float_literal(bits: int, ir_element: str, rust: str, where: str, op: Op) -> RustLiteral:
+def _bits_of(value: float, element: str) -> int:
+    """`value` rounded to nearest-even in `element`, as cutile-rs encodes an f64
+    literal (`half::f16::from_f64`, `as f32`); past the largest finite, infinity."""
+    if element == "bf16":
+        return _bf16_bits(value)
+    fmt, _ = _FLOAT_WIDTH[element]
+    try:
+        packed = struct.pack("<" + fmt, value)
+    except OverflowError:
+        packed = struct.pack("<" + fmt, math.copysign(math.inf, value))
+    return int.from_bytes(packed, "little")
+
+
+def _bf16_bits(value: float) -> int:
+    if math.isinf(value) or math.isnan(value):
+        return int(struct.unpack("<I", struct.pack("<f", value))[0]) >> 16
+    try:
+        near = int(struct.unpack("<I", struct.pack("<f", value))[0]) >> 16
+    except OverflowError:
+        return 0xFF80 if value < 0 else 0x7F80
+    exact = Fraction(value)
+    candidates = [c for c in (near - 1, near, near + 1) if 0 <= c <= 0xFFFF]
+
+    def distance(candidate: int) -> tuple[Fraction, int]:
+        neighbour = _float_from_bits(candidate, "bf16")
+        if math.isinf(neighbour) or math.isnan(neighbour):
+            return (Fraction(10**400), 1)
+        return (abs(Fraction(neighbour) - exact), candidate & 1)  # ties to even
+
+    return min(candidates, key=distance)
+
+
+def common_decimal(values: Sequence[tuple[str, int]]) -> str | None:
+    """One decimal that rounds to every `(element, bits)` given (a constant as each
+    configuration of a dtype-generic kernel has it), else None: the shortest
+    spelling of one of the values that gives the others' bits too."""
+    finite = [(e, b) for e, b in values if math.isfinite(_float_from_bits(b, e))]
+    candidates = sorted(
+        {shortest_float(_float_from_bits(bits, element), element) for element, bits in finite},
+        key=len,
+    )
+    for text in candidates:
+        if all(_bits_of(float(text), element) == bits for element, bits in values):
+            return text
+    return None
+
+
+def _float_literal(
+    bits: int,
+    ir_element: str,
+    rust: str,
+    where: str,
+    op: Op,
+    peers: Sequence[tuple[str, int]] = (),
+) -> RustLiteral:
     value = _float_from_bits(bits, ir_element)
     if math.isnan(value):
         raise Blocked(op.name, where, "a NaN constant has no exact cutile-rs spelling")
     negative_zero = value == 0.0 and math.copysign(1.0, value) < 0
     if rust == "E":
-        if value in _ASSOCIATED and not negative_zero:
+        same = all(_float_from_bits(b, e) == value for e, b in peers)
+        if value in _ASSOCIATED and not negative_zero and same:
             name = _ASSOCIATED[value]
             return RustLiteral(None, f"E::{name}", float_constant=name != "ZERO")
+        decimal = common_decimal([(ir_element, bits), *peers])
+        if decimal is not None:
+            return RustLiteral(None, decimal, generic_float=True)
         return RustLiteral(None, f"{shortest_float(value, ir_element)}f32", via_f32=True)
     if rust in ("f16", "bf16"):
         if value in _ASSOCIATED and not negative_zero:
@@ -87,8 +146,11 @@ def _float_literal(bits: int, ir_element: str, rust: str, where: str, op: Op) ->
     return RustLiteral(f"{text}{rust}", f"{text}{rust}")
 
 
-def constant_literal(value: str, rust: str, where: str, op: Op) -> RustLiteral:
-    """`value` is the parser's `type:value`; `rust` the Rust element type."""
+def constant_literal(
+    value: str, rust: str, where: str, op: Op, peers: Sequence[str] = ()
+) -> RustLiteral:
+    """`value` is the parser's `type:value`; `rust` the Rust element type; `peers`
+    the same constant in the variant's other configurations (for `E`)."""
     ir_element, _, body = value.partition(":")
     body = body.strip()
     if body.startswith("["):
@@ -100,7 +162,7 @@ def constant_literal(value: str, rust: str, where: str, op: Op) -> RustLiteral:
         bits = int(body, 16) if body.lower().startswith("0x") else None
         if bits is None:
             raise Blocked(op.name, where, f"unreadable float constant {value}")
-        return _float_literal(bits, ir_element, rust, where, op)
+        return _float_literal(bits, ir_element, rust, where, op, _float_peers(peers))
     if ir_element.startswith("i"):
         number = int(body)
         if rust.startswith("u") and number < 0:
@@ -111,3 +173,13 @@ def constant_literal(value: str, rust: str, where: str, op: Op) -> RustLiteral:
             raise Blocked(op.name, where, "a dtype-generic integer constant")
         return RustLiteral(f"{number}{rust}", f"{number}{rust}")
     raise Blocked(op.name, where, f"constant of type {ir_element}")
+
+
+def _float_peers(peers: Sequence[str]) -> list[tuple[str, int]]:
+    out = []
+    for peer in peers:
+        element, _, body = peer.partition(":")
+        body = body.strip()
+        if (element in _FLOAT_WIDTH or element == "bf16") and body.lower().startswith("0x"):
+            out.append((element, int(body, 16)))
+    return out

@@ -119,6 +119,22 @@ def _load_ptr_padded(rank: int) -> list[str]:
     ]
 
 
+def _constant_float(rank: int) -> list[str]:
+    return [
+        "/// `constant` of the element type `E` from one decimal, which cutile-rs",
+        "/// rounds straight into E's type (cuTile's value in every dtype).",
+        '#[cuda_tile::op(name = "cuda_tile.constant", since = "V13_2", params = [], '
+        'attribute_params = ["value:dense"])]',
+        "#[allow(unused_variables)]",
+        f"fn constant_float_r{rank}<E: ElementType, const S: [i32; {rank}]>(",
+        f"{INDENT}value: f64,",
+        f"{INDENT}shape: Shape<S>,",
+        ") -> Tile<E, S> {",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
 def _constant_bits(width: str, rank: int) -> list[str]:
     value_type = "i64" if width == "64" else "i32"
     return [
@@ -199,6 +215,8 @@ def module_item(name: str) -> list[str]:
         return _grid_op(name, "get_num_tile_blocks", "The grid's size")
     if name.startswith("trunci_plain_r"):
         return _trunci_plain(int(name.removeprefix("trunci_plain_r")))
+    if name.startswith("constant_float_r"):
+        return _constant_float(int(name.removeprefix("constant_float_r")))
     if name.startswith("constant_bits"):
         width, _, rank = name.removeprefix("constant_bits").partition("_r")
         return _constant_bits(width, int(rank))

@@ -301,11 +301,37 @@ def _lift_file(
     names: SourceNames,
     scalar_constants: frozenset[int] = frozenset(),
     check: _Check | None = None,
+    peers: Mapping[int, list[str]] | None = None,
 ) -> LiftedKernel:
     module = parse_module(path.read_text())
     facts = plan.facts if check is None else _facts_of(plan, check)
-    lifter = Lifter(module.entries[0], plan.layouts, kernel, names, facts, scalar_constants)
+    lifter = Lifter(module.entries[0], plan.layouts, kernel, names, facts, scalar_constants, peers)
     return lifter.lift()
+
+
+def _constant_values(path: Path) -> list[str]:
+    entry = parse_module(path.read_text()).entries[0]
+    return [op.attributes.get("value", "") for op in entry.walk() if op.name == "constant"]
+
+
+def _constant_peers(
+    plan: _VariantPlan, base: _Check, checks: list[_Check], references: Path
+) -> dict[int, list[str]]:
+    """The n-th constant of `base`'s reference as every other check's reference has
+    it, where the two IRs hold as many constants: a constant of the dtype generic
+    `E` is spelt so that it is right in each (literals.py)."""
+    if not plan.generic_arrays:
+        return {}
+    own = _constant_values(references / f"{base.label}.loc.mlir")
+    peers: dict[int, list[str]] = {n: [] for n in range(len(own))}
+    for check in checks:
+        if check is base:
+            continue
+        values = _constant_values(references / f"{check.label}.loc.mlir")
+        if len(values) == len(own):
+            for n, value in enumerate(values):
+                peers[n].append(value)
+    return peers
 
 
 def _facts_of(plan: _VariantPlan, check: _Check) -> dict[FactSlot, tuple[int, str]]:
@@ -475,7 +501,8 @@ class _Porter:
         kernel = _entry_name(self.spec, plan.variant)
         base_file = references / f"{plan.base.label}.loc.mlir"
         started = time.perf_counter()
-        base = _lift_file(base_file, plan, kernel, self.names)
+        peers = _constant_peers(plan, plan.base, plan.checks, references)
+        base = _lift_file(base_file, plan, kernel, self.names, peers=peers)
         self.timings["lift_s"] += time.perf_counter() - started
         constants = _int_constants(plan.base.spec)
         recovered_lines: list[str] | None = base.body
@@ -497,7 +524,7 @@ class _Porter:
                 self.timed_export([probe_spec], probe_dir)
                 started = time.perf_counter()
                 probe_file = probe_dir / f"{probe_label}.loc.mlir"
-                probe = _lift_file(probe_file, plan, kernel, self.names)
+                probe = _lift_file(probe_file, plan, kernel, self.names, peers=peers)
                 result = recover(base.body, probe.body, constants, probes)
                 generic_constants = frozenset(
                     base.constant_lines[line]
@@ -506,8 +533,12 @@ class _Porter:
                 )
                 if result.lines is not None and generic_constants:
                     # Constants whose value is a generic: spelt as scalars, re-lifted.
-                    base = _lift_file(base_file, plan, kernel, self.names, generic_constants)
-                    probe = _lift_file(probe_file, plan, kernel, self.names, generic_constants)
+                    base = _lift_file(
+                        base_file, plan, kernel, self.names, generic_constants, peers=peers
+                    )
+                    probe = _lift_file(
+                        probe_file, plan, kernel, self.names, generic_constants, peers=peers
+                    )
                     result = recover(base.body, probe.body, constants, probes)
                 self.timings["lift_s"] += time.perf_counter() - started
                 recovered_lines, used, reason = result.lines, result.used, result.reason
@@ -604,6 +635,7 @@ class _Porter:
                 entry_name,
                 self.names,
                 check=group_base,
+                peers=_constant_peers(plan, group_base, checks, references),
             )
             entry = self.entry_code(entry_name, plan, lifted, lifted.body, [])
             bindings = {name: str(value) for name, value in key}

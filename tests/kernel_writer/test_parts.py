@@ -9,7 +9,7 @@ import pytest
 
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import probe_values, recover
-from nodes.kernel_writer.literals import constant_literal, shortest_float
+from nodes.kernel_writer.literals import common_decimal, constant_literal, shortest_float
 from nodes.kernel_writer.module import module_item
 from nodes.kernel_writer.naming import NameAllocator, read_source, snake
 from schemas.kernel_writer import ConfigCheck, PortReport, TargetCheck
@@ -41,15 +41,31 @@ def test_constant_spellings() -> None:
 
 def test_generic_float_constants() -> None:
     """cutile-rs's ElementType has only ZERO: E::ONE and the infinities need the
-    module's FloatConstants bound; other values convert an f32 constant."""
+    module's FloatConstants bound; other values are one decimal every
+    configuration's value rounds from."""
     quarter = constant_literal(f32_bits(0.25), "E", "k.py:3:1", OP)
-    assert (quarter.dense, quarter.via_f32) == ("0.25f32", True)
+    assert (quarter.dense, quarter.generic_float, quarter.via_f32) == ("0.25", True, False)
     low = constant_literal(f32_bits(float("-inf")), "E", "k.py:3:1", OP)
     assert (low.dense, low.float_constant, low.via_f32) == ("E::NEG_INFINITY", True, False)
     one = constant_literal("f16:0x3c00", "E", "k.py:3:1", OP)
     assert (one.dense, one.float_constant) == ("E::ONE", True)
     assert not constant_literal("f32:0x00000000", "E", "k.py:3:1", OP).float_constant
     assert not constant_literal("f16:0x3c00", "f16", "k.py:3:1", OP).via_f32
+
+
+def test_a_generic_constant_is_right_in_every_configuration() -> None:
+    # -1e30 from the source: -inf in float16, 0xf14a in bfloat16 (rounded, not
+    # truncated: truncation gives 0xf149); an infinity alone would be wrong in bf16.
+    big = constant_literal("f16:0xfc00", "E", "k.py:3:1", OP, ["bf16:0xf14a", "f32:0xf149f2ca"])
+    assert (big.dense, big.generic_float) == ("-1.0e+30", True)
+    assert common_decimal([("bf16", 0xF149)]) != "-1.0e+30"
+    # 0.1 in three widths has one decimal; values no decimal reproduces fall back
+    # to an f32 constant converted to E.
+    assert common_decimal([("f16", 0x2E66), ("bf16", 0x3DCD), ("f32", 0x3DCCCCCD)]) == "0.1"
+    odd = constant_literal("f16:0x2e66", "E", "k.py:3:1", OP, ["f32:0x3f800000"])
+    assert odd.via_f32 and not odd.generic_float
+    # Infinity in every dtype is `E::NEG_INFINITY`.
+    assert constant_literal("f16:0xfc00", "E", "k.py:3:1", OP, ["f32:0xff800000"]).float_constant
 
 
 def test_constants_without_an_exact_spelling_are_blocked() -> None:
