@@ -3,6 +3,7 @@ into the matching exceptions, and a library from another cdef refused."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -175,3 +176,77 @@ def test_inside_the_repository_load_rebuilds_lazily(
     monkeypatch.setattr(builder, "ensure_built", ensure_built)
     assert wrapper.load().path == library_file
     assert asked == [True]
+
+
+@dataclass
+class TorchTensor(FakeTensor):
+    """Also answers get_device(), as a torch tensor does: its calls are cached."""
+
+    def get_device(self) -> int:
+        return 0
+
+
+def _on_device(address: int, shape: tuple[int, int] = (ROWS, COLS)) -> TorchTensor:
+    return TorchTensor(address, "torch.float32", shape, (shape[1], 1), FakeDevice("cuda"))
+
+
+def test_a_call_of_the_same_layout_reuses_its_checks_with_the_new_addresses(
+    library: Any, wrapper: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fresh tensors of one layout (a new output each call) take the fast path: no
+    second check or descriptor building, only the addresses rewritten, and the C side
+    gets the new ones; another layout or another thread is prepared on its own."""
+    library._checked.clear()
+    with pytest.raises(wrapper.TileportDeviceError):  # no GPU here: the C side refuses
+        library.call("softmax", (_on_device(0x7F00_0000_0000), _on_device(0x7F00_1000_0000)))
+    (prepared,) = library._checked.values()
+    seen: list[tuple[int, int]] = []
+
+    def recorded(x: Any, y: Any, stream: Any) -> int:
+        seen.append((int(x.data), int(y.data)))
+        return 0
+
+    monkeypatch.setattr(prepared, "function", recorded)
+    prepare = library.prepare
+    monkeypatch.setattr(library, "prepare", lambda *a: pytest.fail("prepared again"))
+    for base in (0x7F00_2000_0000, 0x7F00_4000_0000, 0x7F00_4000_0000):
+        library.call("softmax", (_on_device(base), _on_device(base + 0x1000_0000)))
+    assert seen == [
+        (0x7F00_2000_0000, 0x7F00_3000_0000),
+        (0x7F00_4000_0000, 0x7F00_5000_0000),
+        (0x7F00_4000_0000, 0x7F00_5000_0000),
+    ]
+    assert prepared.addresses == [0x7F00_4000_0000, 0x7F00_5000_0000]
+    monkeypatch.setattr(library, "prepare", prepare)
+    wider = (_on_device(0x7F00_0000_0000, (ROWS, 2048)), _on_device(0x7F00_1000_0000, (ROWS, 2048)))
+    with pytest.raises(wrapper.TileportDeviceError):
+        library.call("softmax", wider)
+    assert len(library._checked) == 2
+    # The fast path rewrites shared descriptors: each thread has its own.
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            library.call("softmax", (_on_device(0x7F00_6000_0000), _on_device(0x7F00_7000_0000)))
+        except wrapper.TileportDeviceError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and len(library._checked) == 3
+    assert prepared.addresses == [0x7F00_4000_0000, 0x7F00_5000_0000]
+
+
+def test_a_refused_address_is_still_refused_on_the_fast_path(
+    library: Any, wrapper: ModuleType
+) -> None:
+    """The wrapper's checks never read an address: the C side checks it on every call,
+    cached or not (here a misaligned one)."""
+    library._checked.clear()
+    aligned = (_on_device(0x7F00_0000_0000), _on_device(0x7F00_1000_0000))
+    with pytest.raises(wrapper.TileportDeviceError):
+        library.call("softmax", aligned)
+    with pytest.raises(wrapper.TileportLayoutError) as refused:
+        library.call("softmax", (_on_device(0x7F00_0000_0004), aligned[1]))
+    assert refused.value.status == Status.MISALIGNED and len(library._checked) == 1

@@ -8,16 +8,19 @@ another cdef. Each operator function checks its arguments first (dtype, rank,
 dimensions that must agree, unit innermost stride) and raises a clear
 exception; the C side checks again and returns a distinct status code, turned
 into the matching exception here. Nothing is ever copied: a non-contiguous
-tensor is refused, not fixed. A list-of-arrays parameter takes a sequence of
-tensors (its device table is allocated with torch and kept for further calls
-on the same tensors and stream) or a `TensorList` with a table of the caller's.
-Needs only the standard library and cffi.
+tensor is refused, not fixed. A call on tensors laid out as an earlier call's
+(dtypes, extents, strides, device, stream) reuses that call's checks and C
+arguments, only the addresses rewritten. A list-of-arrays parameter takes a
+sequence of tensors (its device table is allocated with torch and kept for
+further calls of that layout on that stream) or a `TensorList` with a table of
+the caller's. Needs only the standard library and cffi.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,12 +290,22 @@ class DescribedList:
 @dataclass
 class PreparedCall:
     """A checked call: the C function, its arguments before the scalars and the stream,
-    where each array's arguments start, and what they borrow (the per-call tables)."""
+    where each array's arguments start, what they borrow (the per-call tables), and
+    the descriptors holding the caller's addresses with the addresses they hold (an
+    array's, then each element of a list, in parameter order)."""
 
     function: Any
     arguments: list[Any]
     positions: dict[str, int]
     keep: list[Any] = field(default_factory=list)
+    address_slots: list[Any] = field(default_factory=list)
+    addresses: list[int] = field(default_factory=list)
+
+    def rebind(self, addresses: list[int]) -> None:
+        """The same call on tensors at other addresses: the checks did not read them."""
+        for slot, address in zip(self.address_slots, addresses, strict=True):
+            slot.data = address
+        self.addresses = addresses
 
 
 @dataclass(frozen=True)
@@ -337,12 +350,17 @@ def describe_argument(value: object, param: dict[str, Any]) -> TensorDescriptor 
     return DescribedList(described)
 
 
-def _call_key(operator: str, arrays: tuple[object, ...], stream: int) -> tuple[object, ...] | None:
-    """What the checks and C arguments of a call depend on, for torch tensors and
-    lists of them (address, dtype, extents, strides, device index) on one stream: a list's
-    table is then reused, rewritten by each call in stream order. None for other
-    arrays and for a TensorList (its table is the caller's)."""
-    key: list[object] = [operator, stream]
+def _call_layout(
+    operator: str, arrays: tuple[object, ...], stream: int
+) -> tuple[tuple[object, ...], list[int]] | None:
+    """What the checks and C arguments of a call depend on, for torch tensors and lists
+    of them (dtype, extents, strides, device index; a list's length) on one stream and
+    thread, and apart from that the tensors' addresses. A list's table is then reused,
+    rewritten by each call in stream order. None for other arrays and for a TensorList
+    (its table is the caller's)."""
+    # Per thread: a hit rewrites the shared descriptors' addresses before the C call.
+    key: list[object] = [operator, stream, threading.get_ident()]
+    addresses: list[int] = []
     for array in arrays:
         if isinstance(array, TensorList):
             return None
@@ -353,15 +371,8 @@ def _call_key(operator: str, arrays: tuple[object, ...], stream: int) -> tuple[o
             try:
                 # get_device(): an int, cheaper than a torch.device; the library still
                 # checks where the data lives.
-                facts.append(
-                    (
-                        tensor.data_ptr(),
-                        tensor.dtype,
-                        tensor.shape,
-                        tensor.stride(),
-                        tensor.get_device(),
-                    )
-                )
+                facts.append((tensor.dtype, tensor.shape, tensor.stride(), tensor.get_device()))
+                addresses.append(tensor.data_ptr())
             except AttributeError:
                 return None
         key.append(tuple(facts) if isinstance(array, list | tuple) else facts[0])
@@ -370,7 +381,7 @@ def _call_key(operator: str, arrays: tuple[object, ...], stream: int) -> tuple[o
         hash(found)
     except TypeError:  # a duck-typed tensor whose device is not hashable
         return None
-    return found
+    return found, addresses
 
 
 def _first_tensor(arrays: tuple[object, ...]) -> object:
@@ -432,8 +443,8 @@ class Library:
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
         self.lib: Any = self.ffi.dlopen(str(self.path))
-        # Checked calls by _call_key: a call on the same tensors again skips the
-        # Python checks and descriptor building (the library still checks).
+        # Checked calls by _call_layout: a call on tensors of the same layout again
+        # skips the Python checks and descriptor building (the library still checks).
         self._checked: dict[tuple[object, ...], PreparedCall] = {}
         built = int(self.lib.tileport_abi_fingerprint())
         if built != FINGERPRINT:
@@ -487,11 +498,15 @@ class Library:
         arguments: list[Any] = []
         positions: dict[str, int] = {}
         keep: list[Any] = []
+        slots: list[Any] = []
+        addresses: list[int] = []
         params = OPERATORS[operator]["arrays"]
         for tensor, value, param in zip(described, arrays, params, strict=True):
             positions[param["name"]] = len(arguments)
             if isinstance(tensor, TensorDescriptor):
                 arguments.append(self.descriptor(tensor))
+                slots.append(arguments[-1])
+                addresses.append(tensor.data)
                 continue
             table = tensor.table
             if table is None:
@@ -499,9 +514,11 @@ class Library:
                 keep.append(allocated)
                 table = describe(allocated, f"{param['name']}_table")
             elements = self.descriptors(tensor.elements)
+            slots += [elements[index] for index in range(len(tensor.elements))]
+            addresses += [element.data for element in tensor.elements]
             arguments += [elements, len(tensor.elements), self.descriptor(table)]
         function = getattr(self.lib, f"cutile_{operator}")
-        return PreparedCall(function, arguments, positions, keep)
+        return PreparedCall(function, arguments, positions, keep, slots, addresses)
 
     def call(
         self,
@@ -513,14 +530,21 @@ class Library:
         """Checks, then launches `cutile_<operator>` on the stream (the current torch
         stream of the first tensor by default). Raises on any refusal."""
         handle = _stream_handle(stream, _first_tensor(arrays))
-        key = _call_key(operator, arrays, handle)
-        prepared = self._checked.get(key) if key is not None else None
-        if prepared is None:
+        layout = _call_layout(operator, arrays, handle)
+        if layout is None:
             prepared = self.prepare(operator, arrays, stream)
-            if key is not None:
+        else:
+            key, addresses = layout
+            cached = self._checked.get(key)
+            if cached is None:
+                prepared = self.prepare(operator, arrays, stream)
                 if len(self._checked) >= CHECKED_CALLS_KEPT:
                     self._checked.clear()
                 self._checked[key] = prepared
+            else:
+                prepared = cached
+                if prepared.addresses != addresses:
+                    prepared.rebind(addresses)
         status = int(
             prepared.function(*prepared.arguments, *scalars, self.ffi.cast("void *", handle))
         )
