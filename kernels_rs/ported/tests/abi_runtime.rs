@@ -219,3 +219,60 @@ fn a_list_is_refused_with_its_own_status() {
     let gapped = descriptor(Dtype::Int64, &[2, 5], &[6, 1]);
     assert_eq!(status(elements.as_ptr(), 2, &gapped), Status::BadStride);
 }
+
+#[test]
+fn an_array_inside_a_verified_range_needs_no_driver_call() {
+    let mut ranges = rt::AllocationRanges::default();
+    assert_eq!(ranges.lookup(0x1000, 0x1100), None);
+    ranges.insert(0x1000, 0x2000, 3);
+    assert_eq!(ranges.lookup(0x1000, 0x2000), Some(3));
+    assert_eq!(ranges.lookup(0x1800, 0x1900), Some(3));
+    // Its bytes past the range's end, or below its start: the driver is asked.
+    assert_eq!(ranges.lookup(0x1800, 0x2001), None);
+    assert_eq!(ranges.lookup(0x0f00, 0x1100), None);
+}
+
+#[test]
+fn a_reallocated_range_replaces_the_stale_ones_it_overlaps() {
+    let mut ranges = rt::AllocationRanges::default();
+    ranges.insert(0x1000, 0x2000, 0);
+    ranges.insert(0x3000, 0x4000, 0);
+    // 0x1000..0x2000 was freed and its addresses reused by a larger allocation.
+    ranges.insert(0x1800, 0x3800, 1);
+    assert_eq!(ranges.len(), 1);
+    assert_eq!(ranges.lookup(0x1000, 0x1100), None);
+    assert_eq!(ranges.lookup(0x3900, 0x3a00), None);
+    assert_eq!(ranges.lookup(0x2000, 0x3000), Some(1));
+}
+
+#[test]
+fn a_range_the_driver_no_longer_confirms_is_forgotten() {
+    let mut ranges = rt::AllocationRanges::default();
+    ranges.insert(0x1000, 0x2000, 0);
+    ranges.insert(0x4000, 0x5000, 0);
+    ranges.forget(0x1fff);
+    assert_eq!(ranges.lookup(0x1000, 0x1100), None);
+    assert_eq!(ranges.lookup(0x4000, 0x4100), Some(0));
+    ranges.forget(0x5000); // one past the end: not inside
+    assert_eq!(ranges.len(), 1);
+}
+
+#[test]
+fn a_verified_range_is_confirmed_again_after_a_bounded_number_of_launches() {
+    let mut ranges = rt::AllocationRanges::default();
+    ranges.insert(0x1000, 0x2000, 0);
+    for _ in 0..rt::REVERIFY_AFTER {
+        assert_eq!(ranges.lookup(0x1000, 0x1100), Some(0));
+    }
+    assert_eq!(ranges.lookup(0x1000, 0x1100), None);
+    ranges.insert(0x1000, 0x2000, 0); // the driver confirmed it again
+    assert_eq!(ranges.lookup(0x1000, 0x1100), Some(0));
+}
+
+#[test]
+fn an_array_spans_its_extents_and_strides() {
+    let tensor = descriptor(Dtype::Float32, &[3, 5], &[8, 1]);
+    let array = unsafe { rt::tensor_arg(&tensor, "x", 2).unwrap() };
+    // Elements 0 ..= 2 * 8 + 4: 21 floats.
+    assert_eq!(array.byte_end(), 0x1_0000 + 21 * 4);
+}

@@ -244,6 +244,21 @@ impl TensorArg {
         self.shape[..self.rank].contains(&0)
     }
 
+    /// One past the last byte the array's elements occupy (its extents and strides
+    /// from its address); saturates rather than wrapping.
+    pub fn byte_end(&self) -> u64 {
+        let span = (0..self.rank).fold(1_i64, |span, dim| {
+            span.saturating_add(
+                (self.shape[dim] - 1)
+                    .max(0)
+                    .saturating_mul(self.strides[dim]),
+            )
+        });
+        let bytes = span.saturating_mul(self.dtype.itemsize());
+        self.data
+            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX))
+    }
+
     /// The address as the kernel's pointer argument.
     ///
     /// # Safety
@@ -873,6 +888,140 @@ fn driver(call: &str, code: sys::CUresult) -> AbiResult<()> {
     )
 }
 
+// --- verified allocations --------------------------------------------------------------
+
+/// A device allocation the driver confirmed: the addresses `start..end` on `ordinal`.
+#[derive(Debug, Clone, Copy)]
+struct VerifiedRange {
+    start: u64,
+    end: u64,
+    ordinal: usize,
+    /// Launches that trusted it since the driver last confirmed it.
+    uses: u32,
+}
+
+/// Launches a verified range is trusted for before the driver is asked again: a range
+/// freed behind the launcher's back is trusted for a bounded number of calls only.
+pub const REVERIFY_AFTER: u32 = 4096;
+
+/// The allocations of one CUDA context that the driver confirmed as device memory,
+/// disjoint and sorted by address. An array whose bytes lie inside one of them needs
+/// no driver call. Staleness (memory freed, its addresses reused): a range is
+/// trusted only for arrays wholly inside it; a newly confirmed allocation replaces
+/// every range it overlaps (they were freed); a range the driver no longer confirms
+/// is forgotten; and each range is confirmed again after `REVERIFY_AFTER` launches.
+#[derive(Debug, Default)]
+pub struct AllocationRanges {
+    ranges: Vec<VerifiedRange>,
+}
+
+impl AllocationRanges {
+    /// The device of a trusted range holding all of `start..end`; None: ask the driver.
+    pub fn lookup(&mut self, start: u64, end: u64) -> Option<usize> {
+        let index = self
+            .ranges
+            .partition_point(|range| range.start <= start)
+            .checked_sub(1)?;
+        let range = &mut self.ranges[index];
+        if end > range.end || range.uses >= REVERIFY_AFTER {
+            return None;
+        }
+        range.uses += 1;
+        Some(range.ordinal)
+    }
+
+    /// Records an allocation the driver just confirmed, in place of the ones it overlaps.
+    pub fn insert(&mut self, start: u64, end: u64, ordinal: usize) {
+        self.ranges
+            .retain(|range| range.end <= start || range.start >= end);
+        let at = self.ranges.partition_point(|range| range.start < start);
+        let range = VerifiedRange {
+            start,
+            end,
+            ordinal,
+            uses: 0,
+        };
+        self.ranges.insert(at, range);
+    }
+
+    /// Drops every range holding `address` (the driver no longer confirms it).
+    pub fn forget(&mut self, address: u64) {
+        self.ranges
+            .retain(|range| address < range.start || address >= range.end);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// Verified allocations per CUDA context (its handle): a context's allocations die
+/// with it, and another context at the same handle starts empty only once the old
+/// one's ranges are replaced, which `insert` does as addresses are confirmed again.
+type RangesByContext = Mutex<HashMap<usize, AllocationRanges>>;
+
+fn verified_ranges() -> std::sync::MutexGuard<'static, HashMap<usize, AllocationRanges>> {
+    static RANGES: OnceLock<RangesByContext> = OnceLock::new();
+    RANGES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The device of an array's data: from a verified range of `context`, else from the
+/// driver (one `cuPointerGetAttributes`, whose range is then kept).
+unsafe fn verified_device(context: usize, array: &TensorArg) -> AbiResult<usize> {
+    let end = array.byte_end();
+    if let Some(ordinal) = verified_ranges()
+        .entry(context)
+        .or_default()
+        .lookup(array.data, end)
+    {
+        return Ok(ordinal);
+    }
+    // SAFETY: forwarded from the caller.
+    match unsafe { pointer_range(array) } {
+        Ok((start, size, ordinal)) => {
+            let mut ranges = verified_ranges();
+            let ranges = ranges.entry(context).or_default();
+            // Without a range (some allocators report none) the check holds for this call.
+            if size > 0 && end <= start.saturating_add(size) {
+                ranges.insert(start, start.saturating_add(size), ordinal);
+            }
+            Ok(ordinal)
+        }
+        Err(error) => {
+            verified_ranges()
+                .entry(context)
+                .or_default()
+                .forget(array.data);
+            Err(error)
+        }
+    }
+}
+
+/// The context a launch on `stream` runs in, read once per call: the stream's own,
+/// or the current one for a default stream (0 when none is current).
+unsafe fn launch_context(stream: *mut c_void) -> AbiResult<sys::CUcontext> {
+    let mut context: sys::CUcontext = std::ptr::null_mut();
+    if is_default_stream(stream) {
+        // SAFETY: a valid out-pointer.
+        driver("cuCtxGetCurrent", unsafe {
+            sys::cuCtxGetCurrent(&mut context)
+        })?;
+    } else {
+        // SAFETY: the caller passes a live stream handle.
+        driver("cuStreamGetCtx", unsafe {
+            sys::cuStreamGetCtx(stream as sys::CUstream, &mut context)
+        })?;
+    }
+    Ok(context)
+}
+
 /// Finds the device of the arrays' data and checks the stream belongs to it.
 ///
 /// # Safety
@@ -885,6 +1034,9 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
         return fail(Status::Device, format!("no CUDA driver: {reason}"));
     }
     initialised_driver()?;
+    // SAFETY: forwarded from the caller.
+    let context = unsafe { launch_context(stream)? };
+    let stream_ordinal = unsafe { stream_device(stream, context)? };
     let mut ordinal: Option<usize> = None;
     // An in-place operator passes one address twice: it is asked about once.
     let mut asked: Vec<u64> = Vec::with_capacity(arrays.len());
@@ -893,7 +1045,7 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
             continue;
         }
         asked.push(array.data);
-        let found = unsafe { pointer_device(array)? };
+        let found = unsafe { verified_device(context as usize, array)? };
         match ordinal {
             Some(first) if first != found => {
                 return fail(
@@ -908,11 +1060,8 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
             _ => ordinal = Some(found),
         }
     }
-    let ordinal = match ordinal {
-        Some(ordinal) => ordinal,
-        None => unsafe { stream_device(stream)? }.unwrap_or(0),
-    };
-    if let Some(stream_ordinal) = unsafe { stream_device(stream)? } {
+    let ordinal = ordinal.or(stream_ordinal).unwrap_or(0);
+    if let Some(stream_ordinal) = stream_ordinal {
         if stream_ordinal != ordinal {
             return fail(
                 Status::Device,
@@ -927,8 +1076,9 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
     Ok(Device { ordinal, context })
 }
 
-/// The device ordinal of an array's data; host memory (pageable or pinned) is refused.
-unsafe fn pointer_device(array: &TensorArg) -> AbiResult<usize> {
+/// The allocation holding an array's data (its start, its size in bytes) and its
+/// device ordinal; host memory (pageable or pinned) is refused.
+unsafe fn pointer_range(array: &TensorArg) -> AbiResult<(u64, u64, usize)> {
     if array.data == 0 {
         return fail(
             Status::Device,
@@ -937,18 +1087,24 @@ unsafe fn pointer_device(array: &TensorArg) -> AbiResult<usize> {
     }
     let mut memory_type: u32 = 0;
     let mut ordinal: i32 = -1;
+    let mut start: sys::CUdeviceptr = 0;
+    let mut size: usize = 0;
     let mut attributes = [
         sys::CUpointer_attribute_enum_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         sys::CUpointer_attribute_enum_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        sys::CUpointer_attribute_enum_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        sys::CUpointer_attribute_enum_CU_POINTER_ATTRIBUTE_RANGE_SIZE,
     ];
-    let mut values: [*mut c_void; 2] = [
+    let mut values: [*mut c_void; 4] = [
         (&mut memory_type as *mut u32).cast(),
         (&mut ordinal as *mut i32).cast(),
+        (&mut start as *mut sys::CUdeviceptr).cast(),
+        (&mut size as *mut usize).cast(),
     ];
-    // SAFETY: both output slots are live and sized as the driver documents.
+    // SAFETY: every output slot is live and sized as the driver documents.
     let code = unsafe {
         sys::cuPointerGetAttributes(
-            2,
+            4,
             attributes.as_mut_ptr(),
             values.as_mut_ptr(),
             array.data as sys::CUdeviceptr,
@@ -966,7 +1122,7 @@ unsafe fn pointer_device(array: &TensorArg) -> AbiResult<usize> {
             ),
         );
     }
-    Ok(ordinal as usize)
+    Ok((start as u64, size as u64, ordinal as usize))
 }
 
 /// The legacy (1) and per-thread (2) default stream handles, and null, name no
@@ -1010,17 +1166,12 @@ fn device_handles() -> AbiResult<&'static [sys::CUdevice]> {
     }
 }
 
-/// The device of a stream, through its context: `cuStreamGetDevice` is refused
-/// on a stream that is being captured into a CUDA graph, these two are not.
-unsafe fn stream_device(stream: *mut c_void) -> AbiResult<Option<usize>> {
+/// The device of a stream, through its context (`launch_context`): `cuStreamGetDevice`
+/// is refused on a stream that is being captured into a CUDA graph, these are not.
+unsafe fn stream_device(stream: *mut c_void, context: sys::CUcontext) -> AbiResult<Option<usize>> {
     if is_default_stream(stream) {
         return Ok(None);
     }
-    let mut context: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: the caller passes a live stream handle.
-    driver("cuStreamGetCtx", unsafe {
-        sys::cuStreamGetCtx(stream as sys::CUstream, &mut context)
-    })?;
     let mut device: sys::CUdevice = 0;
     // SAFETY: the context was just read from a live stream.
     driver("cuCtxGetDevice_v2", unsafe {
