@@ -56,6 +56,10 @@ class TargetCheck(_Strict):
     instructions: int = 0
     differing_lines: int = 0
     first_differences: list[str] = Field(default_factory=list)
+    assemblies: int = Field(1, description="tileiras runs per side (tileir.sass).")
+    reference_variants: int = Field(
+        1, description="Distinct listings the reference's runs gave on this target."
+    )
 
 
 SamenessLevel = Literal["exact", "sass-identical", "equivalent", "different"]

@@ -16,3 +16,9 @@ class SassComparison(BaseModel):
     )
     reference_cubin: str
     generated_cubin: str
+    assemblies: int = Field(
+        1, description="tileiras runs per side: more than one when the first listings differed."
+    )
+    reference_variants: int = Field(
+        1, description="Distinct listings the reference's runs gave (tileiras varies run to run)."
+    )

@@ -44,13 +44,43 @@ def compare_listings(reference: str, generated: str) -> tuple[bool, int, list[st
 
 
 def compare_bytecodes(
-    reference: Path, generated: Path, target: str, work_dir: Path
+    reference: Path, generated: Path, target: str, work_dir: Path, samples: int = 0
 ) -> SassComparison:
-    """Assemble both bytecodes for `target` and compare their SASS."""
+    """Assemble both bytecodes for `target` and compare their SASS.
+
+    Both are assembled reproducibly first. tileiras's listing of one bytecode
+    varies from run to run (toolchain.tools.tileiras), so where the two differ
+    and `samples` is given, each side is assembled up to `samples` more times
+    with address randomisation: the same listing reached from both is the same
+    machine code, the difference being tileiras's own."""
     work_dir.mkdir(parents=True, exist_ok=True)
     ref_cubin = tileiras(reference, work_dir / f"reference.{target}.cubin", target)
     gen_cubin = tileiras(generated, work_dir / f"generated.{target}.cubin", target)
-    return compare_cubins(ref_cubin, gen_cubin, target)
+    result = compare_cubins(ref_cubin, gen_cubin, target)
+    if result.identical or samples <= 0:
+        return result
+    seen = {"reference": {_listing(ref_cubin)}, "generated": {_listing(gen_cubin)}}
+    for run in range(1, samples + 1):
+        for side, bytecode in (("reference", reference), ("generated", generated)):
+            cubin = work_dir / f"{side}.{target}.run{run}.cubin"
+            seen[side].add(_listing(tileiras(bytecode, cubin, target, fixed_layout=False)))
+        if seen["reference"] & seen["generated"]:
+            return result.model_copy(
+                update={
+                    "identical": True,
+                    "differing_lines": 0,
+                    "first_differences": [],
+                    "assemblies": run + 1,
+                    "reference_variants": len(seen["reference"]),
+                }
+            )
+    return result.model_copy(
+        update={"assemblies": samples + 1, "reference_variants": len(seen["reference"])}
+    )
+
+
+def _listing(cubin: Path) -> tuple[str, ...]:
+    return tuple(instructions(cuobjdump_sass(cubin)))
 
 
 def compare_cubins(reference: Path, generated: Path, target: str) -> SassComparison:

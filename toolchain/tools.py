@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import platform
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,10 +17,15 @@ class ToolError(RuntimeError):
     """A tool ran and failed; the message carries its stderr."""
 
 
-def _run(args: list[str], timeout_s: float) -> str:
+def _run(args: list[str], timeout_s: float, prefix: list[str] | None = None) -> str:
+    """Run `args` (under `prefix`, a launcher such as setarch, when given)."""
     try:
         done = subprocess.run(
-            args, capture_output=True, text=True, env=toolchain_env(), timeout=timeout_s
+            [*(prefix or []), *args],
+            capture_output=True,
+            text=True,
+            env=toolchain_env(),
+            timeout=timeout_s,
         )
     except FileNotFoundError as err:
         raise ToolError(f"{args[0]} not found: run `make setup`") from err
@@ -35,14 +43,36 @@ def tileirdisasm(bytecode: Path, timeout_s: float = 60.0, *, with_locations: boo
     return _run([tool, *(["-g"] if with_locations else []), str(bytecode)], timeout_s)
 
 
-def tileiras(bytecode: Path, cubin: Path, target: str, timeout_s: float = 300.0) -> Path:
-    """Assemble bytecode into a cubin for `target` (deterministic)."""
+def tileiras(
+    bytecode: Path,
+    cubin: Path,
+    target: str,
+    timeout_s: float = 300.0,
+    *,
+    fixed_layout: bool = True,
+) -> Path:
+    """Assemble bytecode into a cubin for `target`.
+
+    tileiras's output for one bytecode depends on its heap addresses (sm_100:
+    one TileGym kernel gave 3 different listings in 8 runs, register choice and
+    order): with `fixed_layout` it runs without address randomisation, which
+    makes a run reproducible; without, it samples that variation."""
     tool = str(find_toolchain().tool("tileiras"))
-    _run(
-        [tool, f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o", str(cubin), str(bytecode)],
-        timeout_s,
-    )
+    command = [tool, f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o", str(cubin), str(bytecode)]
+    _run(command, timeout_s, _fixed_layout_prefix() if fixed_layout else None)
     return cubin
+
+
+@functools.cache
+def _fixed_layout_prefix() -> list[str] | None:
+    """`setarch <machine> --addr-no-randomize` where it can run here (a container
+    may refuse the personality change), else None."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return None
+    prefix = [setarch, platform.machine(), "--addr-no-randomize"]
+    done = subprocess.run([*prefix, "true"], capture_output=True, check=False)
+    return prefix if done.returncode == 0 else None
 
 
 def cuobjdump_sass(cubin: Path, timeout_s: float = 60.0) -> str:

@@ -56,6 +56,14 @@ def test_different_tile_shape_is_reported(bytecodes: dict[str, Path], tmp_path: 
     assert "differs" in render_human(result)
 
 
+def test_more_runs_never_make_different_code_identical(
+    bytecodes: dict[str, Path], tmp_path: Path
+) -> None:
+    result = compare_bytecodes(bytecodes["a"], bytecodes["b"], "sm_100", tmp_path, samples=2)
+    assert not result.identical and result.differing_lines > 0
+    assert result.assemblies == 3
+
+
 def test_entry_symbols_are_masked() -> None:
     listing_a = "        /*0010*/                   CALL.REL `(softmax_kernel_entry) ;\n"
     listing_b = "        /*0010*/                   CALL.REL `(softmax_kernel_Kt1_A2f32_I1024) ;\n"
