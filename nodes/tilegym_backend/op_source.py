@@ -76,6 +76,32 @@ def find_op(source_root: Path, op: str) -> list[OpModule]:
     return found
 
 
+def _is_kernel(node: ast.FunctionDef) -> bool:
+    return any(ast.unparse(d).startswith("ct.kernel") for d in node.decorator_list)
+
+
+def op_kernels(module: OpModule) -> list[str]:
+    """The `@ct.kernel` functions the op's registered function reaches: those named in
+    it or in the module's functions and classes it names, transitively."""
+    top = {
+        node.name: node
+        for node in module.tree.body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    kernels = {
+        name for name, node in top.items() if isinstance(node, ast.FunctionDef) and _is_kernel(node)
+    }
+    reached: set[str] = set()
+    pending: list[ast.AST] = [module.function]
+    while pending:
+        for node in ast.walk(pending.pop()):
+            if isinstance(node, ast.Name) and node.id in top and node.id not in reached:
+                reached.add(node.id)
+                if node.id not in kernels:
+                    pending.append(top[node.id])
+    return sorted(reached & kernels)
+
+
 def _is_launch_of(node: ast.AST, kernel: str) -> TypeGuard[ast.Call]:
     return (
         isinstance(node, ast.Call)

@@ -22,6 +22,7 @@ from nodes.kernel_writer.stage import port_kernel
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
     CRATE_LIB,
+    CUTILE_RS,
     PACKAGE_INIT,
     CheckoutError,
     OpFiles,
@@ -35,7 +36,13 @@ from nodes.tilegym_backend.checkout import (
 )
 from nodes.tilegym_backend.ffi_rs import FfiError, assumptions, element_types, render_ffi
 from nodes.tilegym_backend.kernel_rs import KernelRsError, adapt_kernel, module_name
-from nodes.tilegym_backend.op_source import OpModule, OpSourceError, find_op, host_launch
+from nodes.tilegym_backend.op_source import (
+    OpModule,
+    OpSourceError,
+    find_op,
+    host_launch,
+    op_kernels,
+)
 from nodes.tilegym_backend.wrapper_py import MARKER, render_wrapper
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
@@ -85,19 +92,31 @@ def _only_module(op: str, modules: list[OpModule]) -> OpModule:
     return modules[0]
 
 
-def _refuse_others(checkout: Path, files: OpFiles) -> None:
+def _refuse_others(checkout: Path, op: str) -> None:
     """An op TileGym already has a cutile-rs backend for is not overwritten."""
-    wrapper = checkout / files.wrapper
-    if wrapper.exists() and MARKER not in wrapper.read_text(encoding="utf-8"):
-        raise Refused(f"{files.wrapper} exists and was not written by tileport: not replaced")
+    registers = f'@register_impl("{op}", backend="cutile-rs")'
+    for path in sorted((checkout / CUTILE_RS).glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if MARKER not in text and (registers in text or path.stem == op):
+            raise Refused(
+                f"TileGym's own {path.relative_to(checkout)} holds cutile-rs {op}, "
+                "not written by tileport: not replaced"
+            )
 
 
 def _ports(
     checkout: Path, module: OpModule, records: list[LaunchRecord], signatures: Path, work: Path
 ) -> list[_Port]:
-    mine = [r for r in records if Path(r.file) == module.path]
-    if not mine:
-        raise Refused(f"no launches of {module.path} are recorded: nothing to port")
+    kernels = op_kernels(module)
+    if not kernels:
+        raise Refused(f"{module.function.name} in {module.path} reaches no @ct.kernel")
+    mine = [r for r in records if Path(r.file) == module.path and r.kernel in kernels]
+    unrecorded = sorted(set(kernels) - {r.kernel for r in mine})
+    if unrecorded:
+        raise Refused(
+            f"no launches recorded of {', '.join(unrecorded)} ({module.path}): "
+            "record them with tileport capture"
+        )
     written, problems = write_specs(
         mine, checkout / SOURCE_ROOT, work / "specs", read_signature_hints(signatures)
     )
@@ -158,8 +177,8 @@ def add_op(
         check_checkout(checkout)
         module = _only_module(op, find_op(checkout / SOURCE_ROOT, op))
         result = result.model_copy(update={"modules": [str(module.path)]})
+        _refuse_others(checkout, op)
         files = OpFiles(op, find_test(checkout, op))
-        _refuse_others(checkout, files)
         ports = _ports(checkout, module, records, signatures, work)
         kernels = [
             KernelPort(

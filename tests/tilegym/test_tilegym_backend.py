@@ -1,0 +1,272 @@
+"""`tileport tilegym add`: a port delivered as TileGym's own cutile-rs backend, into a
+git copy of the unmodified TileGym tree; `tileport tilegym test`'s reading of
+pytest's output and its refusal without a GPU.
+
+The data is the unmodified TileGym snapshot and its recorded launches beside the
+checkout (`TILEPORT_TILEGYM`, `TILEPORT_TILEGYM_LAUNCHES` override them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.cli import main as tileport
+from nodes.spec_writer.writer import read_signature_hints, write_specs
+from nodes.tilegym_backend import test_run
+from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
+from nodes.tilegym_backend.op_source import find_op, host_launch, op_kernels
+from nodes.tilegym_backend.stage import SPEC_COPY
+from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
+from schemas.launch_capture import read_launch_records
+from schemas.verdicts import KernelWriterVerdict
+from toolchain.env import REPO_ROOT
+
+TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
+LAUNCHES = Path(
+    os.environ.get("TILEPORT_TILEGYM_LAUNCHES", REPO_ROOT.parent / "shared" / "tilegym-launches")
+)
+CUTILE_RS = Path("src/tilegym/ops/cutile_rs")
+RELU_FILES = {
+    "src/tilegym/ops/cutile_rs/relu_kernel/kernel.rs",
+    "src/tilegym/ops/cutile_rs/relu_kernel/ffi.rs",
+    "src/tilegym/ops/cutile_rs/relu.py",
+    "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs",
+    "src/tilegym/ops/cutile_rs/__init__.py",
+    "tests/ops/activation/test_relu.py",
+}
+needs_tilegym = pytest.mark.skipif(
+    not ((TILEGYM / "src").is_dir() and (LAUNCHES / "launches.jsonl").is_file()),
+    reason="the TileGym snapshot and its recorded launches are not beside the checkout",
+)
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def _clean_copy(where: Path) -> Path:
+    """A git checkout of the unmodified tree, committed as it is."""
+    shutil.copytree(TILEGYM, where, symlinks=True)
+    _git(where, "init", "-q")
+    _git(where, "add", "-A")
+    _git(where, "commit", "-q", "-m", "TileGym as it is")
+    return where
+
+
+def _add(
+    checkout: Path, op: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    code = tileport(
+        [
+            "tilegym",
+            "add",
+            op,
+            "--tilegym",
+            str(checkout),
+            "--launches",
+            str(LAUNCHES / "launches.jsonl"),
+            "--work",
+            str(work),
+        ]
+    )
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- the checkout's shared files, without porting -----------------------------------
+
+
+def test_a_second_op_lands_beside_the_first() -> None:
+    lib = '#[path = "../../ffi_util.rs"]\nmod ffi_util;\n\nmod matmul {\n}\n'
+    both = with_module(with_module(lib, "relu"), "gelu")
+    assert both.index("mod relu {") < both.index("mod gelu {")
+    assert with_module(both, "relu") == both
+    init = (
+        'if is_backend_available("cutile-rs"):\n'
+        "    from . import bmm  # noqa: F401  (register dispatch entry)\n"
+        "    from . import swiglu  # noqa: F401  (register dispatch entry)\n"
+    )
+    added = with_import(with_import(init, "relu"), "zeta")
+    imports = [line.split()[3] for line in added.splitlines() if "from . import" in line]
+    assert imports == ["bmm", "relu", "swiglu", "zeta"]
+    assert with_import(added, "relu") == added
+
+
+def test_cutile_rs_joins_the_backends_after_the_others() -> None:
+    test = (
+        "class T:\n"
+        '    _backends = ["cutile"]\n'
+        '    if is_backend_available("tilecpp"):\n'
+        '        _backends = _backends + ["tilecpp"]\n'
+        '    _perf_backends = _backends + ["pytorch"]\n'
+    )
+    added = with_backend(test, Path("t.py"))
+    assert added.splitlines()[4:6] == [
+        '    if is_backend_available("cutile-rs"):',
+        '        _backends = _backends + ["cutile-rs"]',
+    ]
+    assert with_backend(added, Path("t.py")) == added
+
+
+@needs_tilegym
+def test_relu_is_found_with_its_host_launch() -> None:
+    [module] = find_op(TILEGYM / "src", "relu")
+    assert str(module.path) == "tilegym/ops/cutile/activation/relu.py"
+    host = host_launch(
+        module, "_relu_fwd_kernel", ["x", "y", "N_ELEMENTS", "BLOCK_SIZE"], {"x", "y"}
+    )
+    assert host.arguments["x"] == "x_flat"
+    assert host.statements == [
+        "y = torch.empty_like(x)",
+        "x_flat = x.reshape(-1)",
+        "y_flat = y.reshape(-1)",
+    ]
+    assert host.result == "y"
+    assert host.roots == {"x": "x", "y": "x"}
+    [layer_norm] = find_op(TILEGYM / "src", "layer_norm_legacy")
+    assert op_kernels(layer_norm) == ["_layer_norm_fwd_kernel"]  # not its module's other op's
+    assert find_op(TILEGYM / "src", "no_such_op") == []
+
+
+# --- the command on a copy of the tree ------------------------------------------------
+
+
+@needs_tilegym
+@pytest.mark.slow
+def test_relu_lands_in_a_copy_of_tilegym(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkout = _clean_copy(tmp_path / "tilegym")
+    work = tmp_path / "work"  # the port is made here once, by the first run
+
+    code, patch, err = _add(checkout, "relu", work, capsys)
+    assert code == 0, err
+    assert "_relu_fwd_kernel: COMPILED" in err
+    changed = {line[3:] for line in _git(checkout, "status", "--porcelain", "-uall").splitlines()}
+    assert changed == RELU_FILES
+    assert {f"b/{path}" for path in RELU_FILES} == {
+        line.split()[-1] for line in patch.splitlines() if line.startswith("diff --git")
+    }
+    ffi = (checkout / CUTILE_RS / "relu_kernel/ffi.rs").read_text()
+    assert 'pub unsafe extern "C" fn cutile_relu(' in ffi
+    assert "crate::dispatch_by_dtype!(dty, dispatch, f16, f32)" in ffi
+    kernel = (checkout / CUTILE_RS / "relu_kernel/kernel.rs").read_text()
+    assert "pub mod relu_module {" in kernel
+    wrapper = (checkout / CUTILE_RS / "relu.py").read_text()
+    assert '@register_impl("relu", backend="cutile-rs")\ndef relu(x):' in wrapper
+    assert "_DTYPES = (torch.float16, torch.float32)" in wrapper
+    compile(wrapper, "relu.py", "exec")
+    for text in (ffi, kernel):  # rustfmt-clean
+        formatted = subprocess.run(
+            ["rustfmt", "--edition", "2024", "--check"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert formatted.returncode == 0, formatted.stdout
+
+    code, again, err = _add(checkout, "relu", work, capsys)
+    assert code == 0 and "nothing changed" in err
+    assert again == patch
+
+    fresh = _clean_copy(tmp_path / "fresh")
+    (tmp_path / "relu.patch").write_text(patch)
+    _git(fresh, "apply", "--check", str(tmp_path / "relu.patch"))
+
+    # Local changes in a file it would write: refused, nothing written.
+    dirty = _clean_copy(tmp_path / "dirty")
+    lib = dirty / CUTILE_RS / "cutile_kernels/src/lib.rs"
+    lib.write_text(lib.read_text() + "// local edit\n")
+    code, out, err = _add(dirty, "relu", work, capsys)
+    assert code == 1 and out == ""
+    assert "local changes" in err and "cutile_kernels/src/lib.rs" in err
+    assert not (dirty / CUTILE_RS / "relu.py").exists()
+    assert lib.read_text().endswith("// local edit\n")
+
+
+@needs_tilegym
+@pytest.mark.slow
+def test_ops_it_cannot_deliver_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkout = _clean_copy(tmp_path / "tilegym")
+    code, out, err = _add(checkout, "no_such_op", tmp_path / "work", capsys)
+    assert code == 1 and out == ""
+    assert "unknown op 'no_such_op'" in err
+
+    # TileGym's own cutile-rs swiglu is not replaced.
+    code, out, err = _add(checkout, "get_swiglu", tmp_path / "work", capsys)
+    assert code == 1 and "not written by tileport" in err
+
+    # A kernel whose port is not COMPILED: the op is refused with the verdict. The
+    # port is one kept in --work from the same spec text (the lifter ports every
+    # recorded gelu kernel, so a BLOCKED one is set there).
+    work = tmp_path / "blocked"
+    records = [
+        r for r in read_launch_records(LAUNCHES / "launches.jsonl") if r.kernel == "_gelu_kernel"
+    ]
+    [spec] = write_specs(
+        records,
+        checkout / "src",
+        work / "specs",
+        read_signature_hints(LAUNCHES / "signatures.jsonl"),
+    )[0]
+    kept = work / "ports" / spec.path.name.removesuffix(".port.yaml")
+    kept.mkdir(parents=True)
+    (kept / SPEC_COPY).write_text(spec.path.read_text())
+    blocked = PortReport(
+        kernel="_gelu_kernel",
+        spec=str(spec.path),
+        verdict=KernelWriterVerdict.BLOCKED,
+        summary="tanh at gelu.py:40 has no lifting",
+        blocked=[BlockedConstruct(op="math.tanh", location="gelu.py:40", missing="a lifting")],
+    )
+    (kept / REPORT_FILE).write_text(blocked.model_dump_json())
+    code, out, err = _add(checkout, "gelu", work, capsys)
+    assert code == 1 and out == ""
+    assert "not every kernel of gelu ported COMPILED: _gelu_kernel: BLOCKED (tanh" in err
+    assert _git(checkout, "status", "--porcelain") == ""
+
+
+# --- tileport tilegym test ------------------------------------------------------------
+
+
+def test_pytest_summaries_are_counted() -> None:
+    assert test_run.parse_counts(
+        "....s.F\n=========== 1 failed, 5 passed, 1 skipped, 12 deselected in 3.21s ==========\n"
+    ) == {"passed": 5, "failed": 1, "skipped": 1, "errors": 0}
+    assert test_run.parse_counts("4 passed, 2 errors in 1.0s\n") == {
+        "passed": 4,
+        "failed": 0,
+        "skipped": 0,
+        "errors": 2,
+    }
+    assert test_run.parse_counts("no tests ran in 0.01s\n") == {
+        "passed": 0,
+        "failed": 0,
+        "skipped": 0,
+        "errors": 0,
+    }
+
+
+def test_without_a_gpu_the_tests_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    code = tileport(
+        ["tilegym", "test", "relu", "--tilegym", str(tmp_path), "--out", str(tmp_path / "out")]
+    )
+    assert code == 4
+    assert "skipped: no GPU: nvidia-smi is not installed" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
