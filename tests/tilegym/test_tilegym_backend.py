@@ -23,7 +23,7 @@ from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
 from schemas.launch_capture import read_launch_records
 from schemas.verdicts import KernelWriterVerdict
-from toolchain.env import REPO_ROOT
+from toolchain.env import REPO_ROOT, cache_dir, toolchain_env
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
 LAUNCHES = Path(
@@ -270,3 +270,62 @@ def test_without_a_gpu_the_tests_are_skipped(
     assert code == 4
     assert "skipped: no GPU: nvidia-smi is not installed" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# --- the patched crate, built --------------------------------------------------------
+
+# TileGym's crate pins cutile =0.2.0, which the offline registry here lacks (its
+# cutile-macro needs `phf`, not there); this project's pin is built instead. Two
+# ffi_util.rs calls changed between the two: a borrowed stream hangs off a
+# context, and `Tensor::from_raw_parts` (unused by relu) takes a stream.
+FFI_UTIL_AT_OUR_PIN = {
+    "let $dev = match Device::new(": "let $dev = match cuda_core::Context::new(",
+}
+
+
+@needs_tilegym
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
+def test_the_patched_relu_builds_against_this_projects_cutile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkout = _clean_copy(tmp_path / "tilegym")
+    code, _, err = _add(checkout, "relu", tmp_path / "work", capsys)
+    assert code == 0, err
+    ops = tmp_path / "crate" / "cutile_rs"
+    shutil.copytree(checkout / CUTILE_RS / "relu_kernel", ops / "relu_kernel")
+    ffi_util = (checkout / CUTILE_RS / "ffi_util.rs").read_text()
+    for old, new in FFI_UTIL_AT_OUR_PIN.items():
+        assert old in ffi_util
+        ffi_util = ffi_util.replace(old, new)
+    ffi_util = ffi_util[: ffi_util.index("/// Borrow a PyTorch tensor")]
+    (ops / "ffi_util.rs").write_text(ffi_util.replace("use core::mem::ManuallyDrop;\n", ""))
+    crate = ops / "cutile_kernels"
+    (crate / "src").mkdir(parents=True)
+    manifest = (checkout / CUTILE_RS / "cutile_kernels/Cargo.toml").read_text()
+    (crate / "Cargo.toml").write_text(manifest.replace('"=0.2.0"', '"=0.5.0"'))
+    shutil.copy(REPO_ROOT / "kernels_rs" / "Cargo.lock", crate / "Cargo.lock")
+    lib = (checkout / CUTILE_RS / "cutile_kernels/src/lib.rs").read_text()
+    (crate / "src/lib.rs").write_text(
+        '#[path = "../../ffi_util.rs"]\nmod ffi_util;\n' + lib[lib.index("\nmod relu {") :]
+    )
+    target = cache_dir() / "target-tilegym"
+    built = subprocess.run(
+        ["cargo", "build", "--release", "--offline"],
+        cwd=crate,
+        env={**toolchain_env(), "CARGO_TARGET_DIR": str(target)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-4000:]
+    # ffi.rs's only diagnostic: `Device` unused, as the changed setup no longer names it.
+    ffi_diagnostics = [d for d in built.stderr.split("\n\n") if "relu_kernel/ffi.rs" in d]
+    assert all("unused import: `Device`" in d for d in ffi_diagnostics), ffi_diagnostics
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(target / "release/libcutile_kernels.so")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert " T cutile_relu\n" in symbols.stdout
