@@ -1431,7 +1431,7 @@ class Lifter:
                 "through that `if`",
             )
         if scope.in_loop or len(results) > 1:
-            self.if_helper(op, scope)
+            self.if_statement(op, scope)
             return
         cond = self.resolved.operand_ids(op)[0]
         header = f"if {self.use(cond, 'scalar')} {{"
@@ -1469,16 +1469,109 @@ class Lifter:
             self.emit_op(op, inner)
         self.bindings = {**saved, **{k: v for k, v in self.bindings.items() if k not in saved}}
 
-    def if_helper(self, op: Op, scope: _Scope) -> None:
-        """An `if` inside a loop, or with several results. Lifting it into an
-        inlined helper function (free of loop-carried values) is probed but not
-        implemented, so it is refused."""
-        raise Blocked(
-            "if",
-            self.where(op),
-            "an `if` inside a loop or with several results: cutile-rs threads the loop's "
-            "carried values through it (UPSTREAM_GAPS.md G8)",
+    def if_statement(self, op: Op, scope: _Scope) -> None:
+        """An `if` inside a loop, or with several results: a statement whose
+        results are mutable variables each branch assigns. cutile-rs yields the
+        variables a branch assigns (in name order, so the names sort in result
+        order) and, inside a loop, every loop-carried variable besides (G8):
+        verification decides whether that is the same machine code."""
+        results = self.resolved.result_ids(op)
+        if any(self.carried_type(value)[0] == "token" for value in results):
+            raise Blocked(op.name, self.where(op), "an `if` that yields a memory token")
+        branches = [op.regions[0], op.regions[1] if len(op.regions) > 1 else None]
+        yields = [_yielded(region, self.resolved) if region else [] for region in branches]
+        names = self.if_result_names(op, results, yields[0])
+        initials: list[int | None] = []
+        for index, (name, value) in enumerate(zip(names, results, strict=True)):
+            _, rust_type = self.carried_type(value)
+            # The else branch's value where it exists before the `if` (a value the
+            # `if` leaves as it was), else the then branch's, else a zero.
+            initial = next(
+                (y[index] for y in reversed(yields) if y and y[index] in self.bindings), None
+            )
+            initials.append(initial)
+            expr = self.carried_use(initial) if initial is not None else self.zero_of(op, value)
+            self.emit(scope, f"let mut {name}: {rust_type} = {expr};")
+        cond = self.resolved.operand_ids(op)[0]
+        self.emit(scope, f"if {self.use(cond, 'scalar')} {{")
+        self.if_statement_branch(op.regions[0], scope, names)
+        else_region = branches[1]
+        keeps_initials = else_region is None or (
+            all(inner.name == "yield" for inner in else_region.ops) and yields[1] == initials
         )
+        if else_region is not None and not keeps_initials:
+            self.emit(scope, "} else {")
+            self.if_statement_branch(else_region, scope, names)
+        self.emit(scope, "}")
+        self.bind_carried(names, results)
+
+    def if_result_names(self, op: Op, results: list[int], then_yields: list[int]) -> list[str]:
+        bases = []
+        for index, value in enumerate(results):
+            source = self.source_name_of(value)
+            if source is None and index < len(then_yields):
+                source = self.source_name_of(then_yields[index])
+            bases.append(snake(source or f"r{index}"))
+        names = [self.fresh(base) for base in bases]
+        if names != sorted(names) or len(set(names)) != len(names):
+            for name in names:
+                self.names.used.discard(name)
+            names = [self.fresh(f"c{index}_{base}") for index, base in enumerate(bases)]
+        return names
+
+    def source_name_of(self, value: int) -> str | None:
+        binding = self.bindings.get(value)
+        if binding is not None and binding.expr.isidentifier():
+            return binding.expr
+        producer = self.resolved.producer(value)
+        if producer is not None:
+            named = self.statement_names.get(id(producer))
+            if named is not None:
+                return named
+        return None
+
+    def carried_use(self, value: int) -> str:
+        form, _ = self.carried_type(value)
+        want: Literal["scalar", "tile", "any"] = "any"
+        if form in ("scalar", "tile"):
+            want = "scalar" if form == "scalar" else "tile"
+        return self.use(value, want)
+
+    def zero_of(self, op: Op, value: int) -> str:
+        """An initial value for a variable both branches assign (dead in the IR)."""
+        form, rust_type = self.carried_type(value)
+        element = self.element(value)
+        if element in ("E", "f16", "bf16"):
+            zero = f"{element}::ZERO"
+        elif element in ("f32", "f64"):
+            zero = f"0.0{element}"
+        elif element.startswith(("i", "u")):
+            zero = f"0{element}"
+        else:
+            raise Blocked(op.name, self.where(op), f"an `if` result of type {rust_type}")
+        if form == "tile":
+            return f"constant({zero}, {shape_macro(self.dims(value))})"
+        if form == "scalar" and "::" not in zero:
+            return zero
+        raise Blocked(op.name, self.where(op), f"an `if` result of type {rust_type}")
+
+    def if_statement_branch(self, region: Region, scope: _Scope, names: list[str]) -> None:
+        inner = _Scope(lines=scope.lines, depth=scope.depth + 1, in_loop=scope.in_loop)
+        saved = dict(self.bindings)
+        for op in region.ops:
+            if op.name == "yield":
+                self.assign_carried(inner, names, self.resolved.operand_ids(op))
+                continue
+            self.comment_source(op, inner)
+            self.emit_op(op, inner)
+        self.bindings = {**saved, **{k: v for k, v in self.bindings.items() if k not in saved}}
+
+
+def _yielded(region: Region, resolved: Resolved) -> list[int]:
+    for op in region.ops:
+        if op.name == "yield":
+            return resolved.operand_ids(op)
+    return []
 
 
 def _constant_bits(element: str, raw: str, dense: str) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from schemas.export import RustExportRequest
-from tileir.sass import compare_bytecodes, instructions, render_human
+from tileir.sass import NEAR_FRACTION, compare_bytecodes, instructions, render_human
 from toolchain.env import KERNELS_RS
 from toolchain.rust_export import RustExporter
 from toolchain.tools import ToolError
@@ -56,12 +56,13 @@ def test_different_tile_shape_is_reported(bytecodes: dict[str, Path], tmp_path: 
     assert "differs" in render_human(result)
 
 
-def test_more_runs_never_make_different_code_identical(
+def test_listings_far_apart_are_not_assembled_again(
     bytecodes: dict[str, Path], tmp_path: Path
 ) -> None:
     result = compare_bytecodes(bytecodes["a"], bytecodes["b"], "sm_100", tmp_path, samples=2)
-    assert not result.identical and result.differing_lines > 0
-    assert result.assemblies == 3
+    assert not result.identical
+    assert result.differing_lines > NEAR_FRACTION * result.reference_instructions
+    assert result.assemblies == 1
 
 
 def test_entry_symbols_are_masked() -> None:
