@@ -86,10 +86,20 @@ def diff(checkout: Path, paths: list[Path]) -> str:
 
 
 def find_test(checkout: Path, op: str) -> Path:
+    """tests/ops/**/test_<op>.py, else the one test file that names the op."""
     found = sorted((checkout / OP_TESTS).rglob(f"test_{op}.py"))
+    if not found:
+        named = re.compile(rf"\b{re.escape(op)}\b")
+        found = [
+            path
+            for path in sorted((checkout / OP_TESTS).rglob("test_*.py"))
+            if named.search(path.read_text(encoding="utf-8"))
+        ]
     if len(found) != 1:
+        listed = ", ".join(str(p.relative_to(checkout)) for p in found) or "none"
         raise CheckoutError(
-            f"{len(found)} test files tests/ops/**/test_{op}.py in {checkout}; expected one"
+            f"no one test file of {op}: tests/ops/**/test_{op}.py or the test file naming "
+            f"it (found: {listed})"
         )
     return found[0].relative_to(checkout)
 

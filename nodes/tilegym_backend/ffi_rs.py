@@ -90,6 +90,11 @@ def _single_variant(binding: OperatorBinding) -> VariantBinding:
             "with one variant"
         )
     variant = binding.variants[0]
+    if variant.when.strip() != "True":
+        raise FfiError(
+            f"variant {variant.name} is launched only when {variant.when}: a dispatch "
+            "condition is not written yet"
+        )
     if binding.uses_num_sms or any(a.is_list for a in binding.arrays):
         raise FfiError("a grid over the SM count or a list of arrays is not written yet")
     return variant
