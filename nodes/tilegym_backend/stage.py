@@ -46,9 +46,10 @@ from nodes.tilegym_backend.op_source import (
 from nodes.tilegym_backend.wrapper_py import MARKER, render_wrapper
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
-from schemas.port_spec import load_port_spec
+from schemas.port_spec import PortSpecError, load_port_spec
 from schemas.tilegym_backend import AddOutcome, AddResult, KernelPort
 from schemas.verdicts import KernelWriterVerdict
+from toolchain.rust_export import ExporterUnavailable
 from toolchain.rustfmt import RustfmtError, format_rust
 
 SOURCE_ROOT = Path("src")
@@ -218,6 +219,8 @@ def add_op(
         FfiError,
         KernelRsError,
         RustfmtError,
+        PortSpecError,
+        ExporterUnavailable,
     ) as error:
         return result.model_copy(update={"reason": str(error)})
     changed = [p for p, text in texts.items() if _read(checkout / p) != text]
