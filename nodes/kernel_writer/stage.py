@@ -74,6 +74,7 @@ from toolchain.rust_export import RustExporter
 KERNEL_FILE = "kernel.rs"
 PARTIAL_FILE = "partial_kernel.rs"
 VERIFY_WORKERS = 2  # the build machine's cores
+LAUNCHER_MAX_ARGUMENTS = 64  # cutile 0.5.0's `KernelArgs` tuples (tile_kernel.rs)
 
 
 @dataclass
@@ -230,8 +231,26 @@ def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
     generic_arrays = {name for name, dtypes in dtypes_by_array.items() if len(dtypes) > 1}
     base = max(ordered, key=lambda c: (_base_preference(c, generic_arrays), _fact_weight(c.spec)))
     layouts = _layouts(spec, names, base.spec, generic_arrays)
+    arguments = sum(layout.arguments for layout in layouts)
+    if arguments > LAUNCHER_MAX_ARGUMENTS:
+        raise Blocked(
+            "entry",
+            _definition(spec, names),
+            f"{arguments} entry parameters (an array passes its address, extents and "
+            f"strides): cutile-rs 0.5.0 makes launchers of at most {LAUNCHER_MAX_ARGUMENTS} "
+            "(UPSTREAM_GAPS.md G15)",
+        )
     facts, sources = _fact_generics(layouts, ordered, base)
     return _VariantPlan(variant, ordered, base, layouts, generic_arrays, facts, sources)
+
+
+def _definition(spec: PortSpec, names: SourceNames) -> str:
+    """`file.py:line` of the kernel's `def`, or the file alone."""
+    file = Path(spec.source).name
+    for number, line in enumerate(names.lines, start=1):
+        if line.lstrip().startswith(f"def {spec.kernel}("):
+            return f"{file}:{number}"
+    return file
 
 
 def _base_preference(check: _Check, generic_arrays: set[str]) -> int:
