@@ -93,15 +93,18 @@ def recover(
     return Recovery(out, used=ordered, moved_lines=moved)
 
 
-def probe_values(constants: dict[str, int], avoid: set[int]) -> dict[str, int]:
+def probe_values(
+    constants: dict[str, int], avoid: set[int], *, upward: bool = False
+) -> dict[str, int]:
     """A distinct new value per constant: powers of two move to another power
     of two (tile shapes must stay powers of two), others by a small odd step;
     no probe equals another probe, a base value or anything in `avoid`. A constant
-    with no free value (every power of two up to the cap taken) gets none."""
+    with no free value (every power of two up to the cap taken) gets none.
+    `upward` moves every constant up, so no product of constants stays put."""
     taken = set(constants.values()) | set(avoid)
     out: dict[str, int] = {}
     for name, value in constants.items():
-        candidates = _candidates(value)
+        candidates = [c for c in _candidates(value) if c > value or not upward]
         for candidate in candidates:
             if candidate not in taken and candidate > 0:
                 out[name] = candidate

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodes.kernel_writer.errors import Blocked
-from nodes.kernel_writer.generics import generic_name, probe_values, recover
+from nodes.kernel_writer.generics import Recovery, generic_name, probe_values, recover
 from nodes.kernel_writer.lifter import FLOAT_CONSTANTS, FactSlot, LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
@@ -539,6 +539,11 @@ class _Porter:
             probe_label = f"{plan.variant.name}__probe"
             probe_spec = _with_constants(plan.base.spec, probes, probe_label)
             probe_dir = self.work / f"{plan.variant.name}-probe"
+            # A second probe moving every constant up: a number that follows
+            # several constants (H * SEQ_LEN) can stay put in the first.
+            second = probe_values(constants, set(probes.values()), upward=True)
+            second_label = f"{plan.variant.name}__probe2"
+            second_file = self.second_probe(plan, second, second_label, set(constants))
             try:
                 self.timed_export([probe_spec], probe_dir)
                 started = time.perf_counter()
@@ -559,6 +564,26 @@ class _Porter:
                         probe_file, plan, kernel, self.names, generic_constants, peers=peers
                     )
                     result = recover(base.body, probe.body, constants, probes)
+                if result.lines is not None and second_file is not None:
+                    again = _lift_file(
+                        second_file,
+                        plan,
+                        kernel,
+                        self.names,
+                        generic_constants,
+                        peers=peers,
+                    )
+                    check = recover(base.body, again.body, constants, second)
+                    if check.lines != result.lines:
+                        result = (
+                            check
+                            if check.lines is None
+                            else Recovery(
+                                None,
+                                reason="a number stayed put in one probe and moved in the other: "
+                                "constant arithmetic, which stable Rust rejects in types",
+                            )
+                        )
                 self.timings["lift_s"] += time.perf_counter() - started
                 recovered_lines, used, reason = result.lines, result.used, result.reason
                 dense = _dense_generic(recovered_lines or [], used)
@@ -590,6 +615,21 @@ class _Porter:
             entry = self.entry_code(kernel, plan, base, recovered_lines, used)
             return [_Lifted(entry, plan.variant.name, plan.checks)]
         return self.literal_variant(plan, references, reason, constants)
+
+    def second_probe(
+        self, plan: _VariantPlan, values: dict[str, int], label: str, constants: set[str]
+    ) -> Path | None:
+        """The second probe's reference, or None where it has no value for every
+        constant or does not compile (an upward tile past a limit)."""
+        if set(values) != constants:
+            return None
+        out = self.work / f"{plan.variant.name}-probe2"
+        try:
+            self.timed_export([_with_constants(plan.base.spec, values, label)], out)
+        except ReferenceExportError:
+            self.notes.append(f"variant {plan.variant.name}: the upward probe does not compile")
+            return None
+        return out / f"{label}.loc.mlir"
 
     def entry_code(
         self,

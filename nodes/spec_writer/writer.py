@@ -380,6 +380,16 @@ class KernelSpec:
             self.branch_key(record),
             tuple(sorted(self.hints(record).items())),
             self.variant_constants(record),
+            self.unit_extents(record),
+        )
+
+    def unit_extents(self, record: LaunchRecord) -> tuple[tuple[bool, ...], ...]:
+        """Which extents of each array are 1: a launch makes them shape constants,
+        so the kernel's entry (its signature, its views) differs with them."""
+        return tuple(
+            tuple(extent == 1 for extent in self.tensor(record, name).shape)
+            for name in self.arrays
+            if name not in self.lists
         )
 
     # -- configurations
