@@ -680,7 +680,10 @@ class _Porter:
             groups.setdefault(key, []).append(check)
         out = []
         for key, checks in groups.items():
-            suffix = "_".join(f"{name.lower()}{value}" for name, value in key)
+            # `-1` as `_minus1`: the suffix is part of a Rust identifier.
+            suffix = "_".join(
+                f"{name.lower()}{value}".replace("-", "_minus") for name, value in key
+            )
             entry_name = f"{self.spec.kernel}_{plan.variant.name}" + (
                 f"_{suffix}" if suffix else ""
             )
