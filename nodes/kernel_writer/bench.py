@@ -12,17 +12,27 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import tempfile
 from pathlib import Path
 
 from nodes.kernel_writer.stage import port_kernel
 from schemas.kernel_writer import PortReport
+from schemas.verdicts import KernelWriterVerdict
 
 HEADER = (
-    "| kernel | verdict | configs | exact | SASS-identical (sm_90, sm_100) | generics | "
+    "| kernel | verdict | level | configs | exact | SASS-identical (sm_90, sm_100) | generics | "
     "reference export s | lift s | verify s | rustc s | total s |\n"
-    "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+    "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 )
+LEVEL_ORDER = ("exact", "sass-identical", "equivalent", "different")
+
+
+def level(report: PortReport) -> str:
+    """The port's level of sameness: its least same configuration's."""
+    if not report.checks:
+        return "-"
+    return max((c.level for c in report.checks), key=LEVEL_ORDER.index)
 
 
 def row(name: str, report: PortReport) -> str:
@@ -40,7 +50,8 @@ def row(name: str, report: PortReport) -> str:
     if report.blocked:
         verdict += f": {report.blocked[0].op}"
     return (
-        f"| {name} | {verdict} | {len(checks)} | {exact} | {sass} | {generics or '-'} | "
+        f"| {name} | {verdict} | {level(report)} | {len(checks)} | {exact} | {sass} | "
+        f"{generics or '-'} | "
         f"{t.reference_export_s:.1f} | {t.lift_s:.2f} | {t.verify_s:.1f} | {t.rustc_s:.1f} | "
         f"{t.total_s:.1f} |"
     )
@@ -57,12 +68,34 @@ def main(argv: list[str] | None = None) -> int:
         specs = [s for s in specs if s.name.removesuffix(".port.yaml") in args.only]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}")
     print(HEADER)
+    reports = []
     with tempfile.TemporaryDirectory(prefix="tileport-bench-") as tmp:
         root = args.out or Path(tmp)
         for spec in specs:
             name = spec.name.removesuffix(".port.yaml")
-            print(row(name, port_kernel(spec, root / name)), flush=True)
+            reports.append(port_kernel(spec, root / name))
+            print(row(name, reports[-1]), flush=True)
+    print()
+    print(summary(reports))
     return 0
+
+
+def summary(reports: list[PortReport]) -> str:
+    """COMPILED count by level, the other verdicts, and the median time per kernel."""
+    compiled = [r for r in reports if r.verdict is KernelWriterVerdict.COMPILED]
+    by_level = {name: sum(level(r) == name for r in compiled) for name in LEVEL_ORDER[:2]}
+    others: dict[str, int] = {}
+    for report in reports:
+        if report.verdict is not KernelWriterVerdict.COMPILED:
+            others[report.verdict.value] = others.get(report.verdict.value, 0) + 1
+    times = [r.timings.total_s for r in reports]
+    rest = ", ".join(f"{count} {verdict}" for verdict, count in sorted(others.items()))
+    return (
+        f"{len(compiled)}/{len(reports)} COMPILED ({by_level['exact']} exact, "
+        f"{by_level['sass-identical']} sass-identical){'; ' + rest if rest else ''}; "
+        f"median {statistics.median(times) if times else 0.0:.1f} s per kernel, "
+        f"total {sum(times):.0f} s"
+    )
 
 
 if __name__ == "__main__":
