@@ -198,6 +198,9 @@ class LiftedKernel:
     constant_lines: dict[int, int] = field(default_factory=dict)  # body line -> op position
     entry_hints: str | None = None
     uses_element_generic: bool = False
+    # A generic-valued constant bounds a `for`: cutile-rs knows its value and
+    # assumes the induction variable's range from it (UPSTREAM_GAPS.md G16).
+    generic_loop_bound: bool = False
 
 
 @dataclass
@@ -240,6 +243,7 @@ class Lifter:
         self.last_use: dict[int, int] = {}
         self.statement_names: dict[int, str] = {}
         self.token_name: str | None = None
+        self.generic_loop_bound = False
         self.elements = ElementTypes()
         self.generic_element = any(p.generic for p in params)
         self._number_ops()
@@ -264,6 +268,7 @@ class Lifter:
             constant_lines=self.constant_lines,
             entry_hints=self.entry_hints(),
             uses_element_generic=self.generic_element,
+            generic_loop_bound=self.generic_loop_bound,
         )
 
     def check_mapped(self) -> None:
@@ -1364,6 +1369,7 @@ class Lifter:
         iv = self.fresh(loop_var or "i")
         self.bind(args[0], iv, "scalar", self.scalar_type(args[0]))
         self.bind_carried(names, args[1:])
+        self.generic_loop_bound |= any(self.is_generic_constant(v) for v in (lower, upper))
         bounds = f"{self.use(lower, 'scalar')}..{self.use(upper, 'scalar')}"
         self.emit(scope, f"for {iv} in ({bounds}).step_by({self.use(step, 'scalar')} as usize) {{")
         inner = _Scope(lines=scope.lines, depth=scope.depth + 1, in_loop=True)
@@ -1375,6 +1381,10 @@ class Lifter:
             self.emit_op(inner_op, inner)
         self.emit(scope, "}")
         self.bind_carried(names, results)
+
+    def is_generic_constant(self, value: int) -> bool:
+        producer = self.resolved.producer(value)
+        return producer is not None and self.positions[id(producer)] in self.scalar_constants
 
     def op_loop(self, op: Op, scope: _Scope) -> None:
         operands = self.resolved.operand_ids(op)

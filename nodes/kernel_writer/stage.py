@@ -564,6 +564,12 @@ class _Porter:
                         probe_file, plan, kernel, self.names, generic_constants, peers=peers
                     )
                     result = recover(base.body, probe.body, constants, probes)
+                if result.lines is not None and base.generic_loop_bound:
+                    result = Recovery(
+                        None,
+                        reason="a constant generic bounds a loop: cutile-rs knows its value "
+                        "and assumes the loop variable's range (UPSTREAM_GAPS.md G16)",
+                    )
                 if result.lines is not None and second_file is not None:
                     again = _lift_file(
                         second_file,
