@@ -143,8 +143,10 @@ class _Inference:
             self.link([operands[0], results[0]])
         elif name in ("load_view_tko", "load_ptr_tko", "atomic_rmw_tko"):
             self.link([operands[0], results[0]])
-            if name == "load_ptr_tko" and len(operands) > 2 and self._is_tile(operands[2]):
-                self.link([results[0], operands[2]])
+            if name == "load_ptr_tko":
+                # The padding tile, after the optional mask (i1): the result's type.
+                padding = [v for v in operands[1:] if self._is_tile(v)]
+                self.link([results[0], *padding])
             if name == "atomic_rmw_tko":
                 self.link([operands[0], operands[1]])
         elif name in ("store_view_tko", "store_ptr_tko"):
