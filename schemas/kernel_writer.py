@@ -60,6 +60,10 @@ class TargetCheck(_Strict):
     reference_variants: int = Field(
         1, description="Distinct listings the reference's runs gave on this target."
     )
+    registers_only: bool = Field(
+        False,
+        description="Identical but for register choice, as the reference's own runs differ.",
+    )
 
 
 SamenessLevel = Literal["exact", "sass-identical", "equivalent", "different"]

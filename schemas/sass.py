@@ -22,3 +22,7 @@ class SassComparison(BaseModel):
     reference_variants: int = Field(
         1, description="Distinct listings the reference's runs gave (tileiras varies run to run)."
     )
+    registers_only: bool = Field(
+        False,
+        description="Identical but for register choice, as the reference's own runs differ.",
+    )

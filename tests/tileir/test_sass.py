@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from schemas.export import RustExportRequest
-from tileir.sass import NEAR_FRACTION, compare_bytecodes, instructions, render_human
+from tileir.sass import (
+    NEAR_FRACTION,
+    compare_bytecodes,
+    instructions,
+    register_skeleton,
+    render_human,
+)
 from toolchain.env import KERNELS_RS
 from toolchain.rust_export import RustExporter
 from toolchain.tools import ToolError
@@ -63,6 +69,15 @@ def test_listings_far_apart_are_not_assembled_again(
     assert not result.identical
     assert result.differing_lines > NEAR_FRACTION * result.reference_instructions
     assert result.assemblies == 1
+
+
+def test_a_register_swap_keeps_the_skeleton_and_an_opcode_does_not() -> None:
+    # Two of tileiras's own sm_100 runs of one TileGym bytecode differ like this.
+    run_a = ("UIADD3 UR30, UP3, UPT, UR9, 0x10002, URZ", "UIADD3.64 UR20, UPT, UPT, UR30, 0x2, URZ")
+    run_b = ("UIADD3 UR28, UP3, UPT, UR9, 0x10002, URZ", "UIADD3.64 UR20, UPT, UPT, UR28, 0x2, URZ")
+    other = ("UIADD3 UR28, UP3, UPT, UR9, 0x10003, URZ", "UIADD3.64 UR20, UPT, UPT, UR28, 0x2, URZ")
+    assert register_skeleton(run_a) == register_skeleton(run_b)
+    assert register_skeleton(run_a) != register_skeleton(other)
 
 
 def test_entry_symbols_are_masked() -> None:
