@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from schemas.kernel_writer import GPU_DECIDED_LEVELS, PortReport
 from schemas.kernel_writer import REPORT_FILE as PORT_REPORT_FILE
-from schemas.kernel_writer import PortReport
 from schemas.pipeline import Outcome, Stage, StageRecord
 from schemas.reports import (
     PRIMARY_REPORT,
@@ -168,6 +168,29 @@ def _check_delivery_chain(audit: _Audit) -> None:
     _check_verdict(audit, Stage.HOST_BUILDER, HostBuildVerdict.ALL_PASS)
     correctness_ok = _check_correctness(audit)
     _check_performance(audit, correctness_ok)
+    if kernel_ok:
+        _check_equivalent_port(audit)
+
+
+def _check_equivalent_port(audit: _Audit) -> None:
+    """A port whose IR only means the same (its SASS differs) passes only when the
+    GPU measured every configuration inside its A/A band: what identical code
+    measures there."""
+    port = _port_report(audit)
+    if port is None or port.level not in GPU_DECIDED_LEVELS:
+        return
+    name = "equivalent port inside its A/A band on every configuration"
+    perf = audit.report(Stage.PERF_VALIDATOR)
+    if not isinstance(perf, PerfReport) or not perf.rows:
+        audit.check(name, False, "no GPU measurement yet: the SASS differs, so the GPU decides")
+        return
+    unbanded = [row.config_id for row in perf.rows if row.aa_band is None]
+    outside = perf.stage_f_configurations
+    if unbanded or outside:
+        detail = f"outside: {outside}" if outside else f"no A/A band for {unbanded}"
+        audit.check(name, False, detail)
+        return
+    audit.check(name, True, f"{len(perf.rows)} configuration(s) inside their A/A band")
 
 
 def _check_verdict(audit: _Audit, stage: Stage, wanted: str) -> bool:
@@ -274,10 +297,15 @@ def _headline(audit: _Audit, failures: int) -> Headline:
 
 def _writer_level(audit: _Audit) -> str | None:
     """The level the kernel writer proved per configuration (its port_report.json)."""
+    port = _port_report(audit)
+    return port.level_line() if port is not None else None
+
+
+def _port_report(audit: _Audit) -> PortReport | None:
     if not isinstance(audit.report(Stage.KERNEL_WRITER), KernelWriterReport):
         return None
     path = audit.layout.generated_dir / PORT_REPORT_FILE
     try:
-        return PortReport.model_validate_json(path.read_text(encoding="utf-8")).level_line()
+        return PortReport.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None

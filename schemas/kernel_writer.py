@@ -69,6 +69,10 @@ class TargetCheck(_Strict):
 SamenessLevel = Literal["exact", "sass-identical", "equivalent", "different"]
 REQUIRED_TARGETS: Final = ("sm_90", "sm_100")
 COMPILED_LEVELS: Final = ("exact", "sass-identical")
+# IR semantically the same, SASS not: COMPILED too, and the GPU decides (the gate
+# passes it only when E measures every configuration inside its A/A band).
+GPU_DECIDED_LEVELS: Final = ("equivalent",)
+LEVEL_ORDER: Final = ("exact", "sass-identical", "equivalent", "different")
 
 
 class ConfigCheck(_Strict):
@@ -153,6 +157,13 @@ class PortReport(_Strict):
     def sass_identical(self) -> bool:
         return bool(self.checks) and all(c.sass_identical for c in self.checks)
 
+    @property
+    def level(self) -> SamenessLevel | None:
+        """The port's level: its least same configuration's."""
+        if not self.checks:
+            return None
+        return max((c.level for c in self.checks), key=LEVEL_ORDER.index)
+
     def level_line(self) -> str | None:
         """The sameness reached, in one phrase: `IR exact, SASS-identical sm_90/sm_100`,
         `IR exact on 5 of 7 configurations, SASS-identical sm_90/sm_100 on all 7`, or the
@@ -184,10 +195,12 @@ class PortReport(_Strict):
         if self.verdict is KernelWriterVerdict.COMPILED:
             if self.kernel_rs is None:
                 raise ValueError("COMPILED without kernel.rs")
-            if not self.checks or any(c.level not in COMPILED_LEVELS for c in self.checks):
+            allowed = (*COMPILED_LEVELS, *GPU_DECIDED_LEVELS)
+            if not self.checks or any(c.level not in allowed for c in self.checks):
                 raise ValueError(
-                    "COMPILED needs every check exact or SASS-identical on "
+                    "COMPILED needs every check exact, SASS-identical on "
                     + " and ".join(REQUIRED_TARGETS)
+                    + " or equivalent"
                 )
             if self.blocked:
                 raise ValueError("COMPILED with blocked constructs")

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from nodes.kernel_writer.stage import port_kernel
-from schemas.kernel_writer import PortReport
+from schemas.kernel_writer import LEVEL_ORDER, PortReport
 from schemas.verdicts import KernelWriterVerdict
 
 HEADER = (
@@ -25,14 +25,10 @@ HEADER = (
     "reference export s | lift s | verify s | rustc s | total s |\n"
     "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 )
-LEVEL_ORDER = ("exact", "sass-identical", "equivalent", "different")
 
 
 def level(report: PortReport) -> str:
-    """The port's level of sameness: its least same configuration's."""
-    if not report.checks:
-        return "-"
-    return max((c.level for c in report.checks), key=LEVEL_ORDER.index)
+    return report.level or "-"
 
 
 def row(name: str, report: PortReport) -> str:
@@ -83,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def summary(reports: list[PortReport]) -> str:
     """COMPILED count by level, the other verdicts, and the median time per kernel."""
     compiled = [r for r in reports if r.verdict is KernelWriterVerdict.COMPILED]
-    by_level = {name: sum(level(r) == name for r in compiled) for name in LEVEL_ORDER[:2]}
+    by_level = {name: sum(level(r) == name for r in compiled) for name in LEVEL_ORDER[:3]}
     others: dict[str, int] = {}
     for report in reports:
         if report.verdict is not KernelWriterVerdict.COMPILED:
@@ -92,7 +88,8 @@ def summary(reports: list[PortReport]) -> str:
     rest = ", ".join(f"{count} {verdict}" for verdict, count in sorted(others.items()))
     return (
         f"{len(compiled)}/{len(reports)} COMPILED ({by_level['exact']} exact, "
-        f"{by_level['sass-identical']} sass-identical){'; ' + rest if rest else ''}; "
+        f"{by_level['sass-identical']} sass-identical, {by_level['equivalent']} equivalent)"
+        f"{'; ' + rest if rest else ''}; "
         f"median {statistics.median(times) if times else 0.0:.1f} s per kernel, "
         f"total {sum(times):.0f} s"
     )

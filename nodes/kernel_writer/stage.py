@@ -40,6 +40,7 @@ from nodes.kernel_writer.rust_types import DTYPE_BYTES, DTYPE_ELEMENTS, ELEMENT_
 from nodes.kernel_writer.verify import check_config
 from schemas.kernel_writer import (
     COMPILED_LEVELS,
+    GPU_DECIDED_LEVELS,
     REPORT_FILE,
     REQUIRED_TARGETS,
     BlockedConstruct,
@@ -433,8 +434,8 @@ def port_targets(spec_path: Path) -> list[PortTarget]:
 
 def port_verdict(checks: list[ConfigCheck], rustc: RustCheck) -> tuple[KernelWriterVerdict, str]:
     """The verdict of a kernel.rs checked on `checks` and built by rustc, with its
-    summary: COMPILED only when every configuration is exact or SASS-identical
-    on sm_90 and sm_100 and rustc builds it."""
+    summary: COMPILED when every configuration is exact or SASS-identical on
+    sm_90 and sm_100, or at least equivalent (the GPU decides), and rustc builds it."""
     failed = [c for c in checks if c.error is not None]
     if failed:
         return KernelWriterVerdict.FAIL_COMPILE, f"{failed[0].config}: {failed[0].error}"
@@ -450,6 +451,14 @@ def port_verdict(checks: list[ConfigCheck], rustc: RustCheck) -> tuple[KernelWri
             f"{len(checks)} configuration(s): {exact} exact, {len(checks) - exact} "
             "sass-identical (their cubins disassemble identically on "
             f"{' and '.join(REQUIRED_TARGETS)}; the IR text differs)"
+        )
+        return KernelWriterVerdict.COMPILED, summary
+    if all(c.level in (*COMPILED_LEVELS, *GPU_DECIDED_LEVELS) for c in checks):
+        equivalent = sum(c.level in GPU_DECIDED_LEVELS for c in checks)
+        summary = (
+            f"{len(checks)} configuration(s): {len(checks) - equivalent} exact or "
+            f"sass-identical, {equivalent} equivalent (the IR means the same, the SASS "
+            "differs): the GPU run decides, inside the A/A band or not"
         )
         return KernelWriterVerdict.COMPILED, summary
     worst = next(c for c in checks if c.level not in COMPILED_LEVELS)

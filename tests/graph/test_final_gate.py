@@ -10,8 +10,17 @@ from pipeline_script import Step, correctness_report, final_state, perf_report, 
 from pydantic import ValidationError
 
 from nodes.final_gate import run_final_gate
+from schemas.kernel_writer import REPORT_FILE as PORT_REPORT_FILE
+from schemas.kernel_writer import REQUIRED_TARGETS, ConfigCheck, PortReport, TargetCheck
 from schemas.pipeline import Outcome, Stage
-from schemas.reports import GateCheck, GateReport, HostBuildReport, load_report, save_report
+from schemas.reports import (
+    GateCheck,
+    GateReport,
+    HostBuildReport,
+    PerfReport,
+    load_report,
+    save_report,
+)
 from schemas.run_layout import RunLayout
 from schemas.state import PipelineState
 from schemas.verdicts import CorrectnessVerdict, GateVerdict, PerfVerdict
@@ -243,3 +252,54 @@ def test_gate_report_cannot_pass_a_stopped_run() -> None:
             outcome=Outcome.STOP,
             checks=[GateCheck(name="x", passed=True)],
         )
+
+
+def _equivalent_port(state: PipelineState) -> None:
+    """The run's port_report.json says the port is `equivalent` on one configuration."""
+    checks = [
+        ConfigCheck(
+            config=config,
+            variant="v",
+            entry="k",
+            generic_args=[],
+            exact=False,
+            ir_level="equivalent",
+            targets=[TargetCheck(target=t, sass_identical=same) for t in REQUIRED_TARGETS],
+        )
+        for config, same in (("c0", True), ("c1", False))
+    ]
+    port = PortReport(
+        kernel="k",
+        spec="k.port.yaml",
+        verdict="COMPILED",
+        summary="1 equivalent",
+        kernel_rs="kernel.rs",
+        checks=checks,
+        rustc_check=True,
+    )
+    generated = state.layout().generated_dir
+    (generated / PORT_REPORT_FILE).write_text(port.model_dump_json())
+
+
+def _with_bands(state: PipelineState, band: tuple[float, float]) -> None:
+    layout = state.layout()
+    perf = load_report(PerfReport, layout)
+    rows = [row.model_copy(update={"aa_band": band}) for row in perf.rows]
+    verdict = PerfReport.verdict_for(rows)
+    save_report(perf.model_copy(update={"rows": rows, "verdict": verdict}), layout)
+
+
+def test_an_equivalent_port_passes_only_inside_its_aa_band(tmp_path: Path) -> None:
+    state = final_state(tmp_path)
+    _equivalent_port(state)
+    name = "equivalent port inside its A/A band on every configuration"
+    assert _failed(_gate(state))[name].startswith("no A/A band for")
+    _with_bands(state, (0.99, 1.01))
+    report = _gate(state)
+    assert report.verdict is GateVerdict.PASS, _failed(report)
+    assert name in {check.name for check in report.checks}
+    # The port measured 1.2x the reference, outside what identical code measures.
+    slower = final_state(tmp_path / "slower", {Stage.PERF_VALIDATOR: [Step("INVESTIGATE")]})
+    _equivalent_port(slower)
+    _with_bands(slower, (0.99, 1.01))
+    assert _failed(_gate(slower))[name] == "outside: ['c0', 'c1', 'c2']"

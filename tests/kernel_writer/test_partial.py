@@ -82,5 +82,10 @@ def test_the_verdict_rule() -> None:
     verdict, summary = port_verdict([exact, _check("c", True, False)], built)
     assert verdict is KernelWriterVerdict.FAIL_FIXABLE
     assert summary == "c: IR exact, SASS sm_90 differs, sm_100 differs"
+    equivalent = _check("e", False, False).model_copy(update={"ir_level": "equivalent"})
+    equivalent = ConfigCheck.model_validate(equivalent.model_dump(exclude={"level"}))
+    verdict, summary = port_verdict([exact, equivalent], built)
+    assert verdict is KernelWriterVerdict.COMPILED and "1 equivalent" in summary
+    assert "the GPU run decides" in summary
     verdict, summary = port_verdict([_check("d", False, False, error="compile: no")], built)
     assert (verdict, summary) == (KernelWriterVerdict.FAIL_COMPILE, "d: compile: no")

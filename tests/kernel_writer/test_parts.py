@@ -192,7 +192,7 @@ def test_a_compiled_report_must_be_proven() -> None:
     # SASS-identical on both targets with another IR text is a COMPILED level too.
     PortReport(verdict=KernelWriterVerdict.COMPILED, checks=[_check(False, True)], **fields)
     for checks in ([_check(True, False)], [_check(True, True, ("sm_90",))], []):
-        with pytest.raises(ValueError, match="exact or SASS-identical on sm_90 and sm_100"):
+        with pytest.raises(ValueError, match="exact, SASS-identical on sm_90 and sm_100 or equiv"):
             PortReport(verdict=KernelWriterVerdict.COMPILED, checks=checks, **fields)
     with pytest.raises(ValueError, match="rustc"):
         PortReport(
