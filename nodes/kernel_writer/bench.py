@@ -65,15 +65,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}")
     print(HEADER)
     reports = []
+    crashed = 0
     with tempfile.TemporaryDirectory(prefix="tileport-bench-") as tmp:
         root = args.out or Path(tmp)
         for spec in specs:
             name = spec.name.removesuffix(".port.yaml")
-            reports.append(port_kernel(spec, root / name))
+            try:
+                reports.append(port_kernel(spec, root / name))
+            except Exception as err:  # a bug in the stage: report it, port the rest
+                print(f"| {name} | CRASH: {type(err).__name__}: {err} |", flush=True)
+                crashed += 1
+                continue
             print(row(name, reports[-1]), flush=True)
     print()
-    print(summary(reports))
-    return 0
+    print(summary(reports) + (f"; {crashed} CRASHED" if crashed else ""))
+    return 1 if crashed else 0
 
 
 def summary(reports: list[PortReport]) -> str:

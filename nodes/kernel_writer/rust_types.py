@@ -42,8 +42,25 @@ DTYPE_ELEMENTS = {
     "float8_e5m2": "f8e5m2",
 }
 
-# Bytes per element of the dtypes a dtype generic `E` can stand for.
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# Bytes per element of every dtype an array (and so a dtype generic `E`) can have.
+DTYPE_BYTES = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "tfloat32": 4,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
 # The const generic spelling `E`'s size where the IR states it (a gathered
 # pointer's alignment).
 ELEMENT_BYTES_GENERIC = "E_BYTES"

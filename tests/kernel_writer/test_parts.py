@@ -12,6 +12,7 @@ from nodes.kernel_writer.generics import probe_values, recover
 from nodes.kernel_writer.literals import common_decimal, constant_literal, shortest_float
 from nodes.kernel_writer.module import module_item
 from nodes.kernel_writer.naming import NameAllocator, read_source, snake
+from nodes.kernel_writer.rust_types import DTYPE_BYTES, DTYPE_ELEMENTS
 from schemas.kernel_writer import ConfigCheck, PortReport, TargetCheck
 from schemas.verdicts import KernelWriterVerdict
 from tileir.mlir import parse_module
@@ -202,3 +203,8 @@ def test_a_compiled_report_must_be_proven() -> None:
         )
     with pytest.raises(ValueError, match="names no construct"):
         PortReport(verdict=KernelWriterVerdict.BLOCKED, kernel="k", spec="s", summary="s")
+
+
+def test_every_array_dtype_has_a_rust_element_and_a_size() -> None:
+    # An fp8 configuration once crashed the generic-argument step (no size for it).
+    assert set(DTYPE_BYTES) == set(DTYPE_ELEMENTS)
