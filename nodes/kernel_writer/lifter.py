@@ -1419,7 +1419,8 @@ class Lifter:
             if inner_op.name == "continue":
                 self.assign_carried(inner, names, self.resolved.operand_ids(inner_op))
                 continue
-            if inner_op.name == "break" or _exits_enclosing_loop(inner_op):
+            nested_loop = inner_op.name in ("for", "loop")  # its own continue stays inside
+            if inner_op.name == "break" or (not nested_loop and _exits_enclosing_loop(inner_op)):
                 raise Blocked(
                     inner_op.name,
                     self.where(inner_op),
@@ -1716,8 +1717,11 @@ def _while_guard(ops: list[Op], args: list[int], resolved: Resolved) -> int | No
     """Index of the `if %c {} else { break <carried> }` that makes a loop a
     `while`, when every op before it only computes the condition."""
     for index, op in enumerate(ops):
-        if op.name != "if":
-            if any(x.name in ("break", "continue") for x in op.walk()):
+        exits = any(x.name in ("break", "continue") for x in op.walk())
+        if op.name != "if" or (resolved.result_ids(op) and not exits):
+            # An `if` with a value and no exit computes the condition too
+            # (`a and b` short-circuits into one).
+            if exits:
                 return None
             continue
         if resolved.result_ids(op) or len(op.regions) != 2 or not _empty_region(op.regions[0]):
