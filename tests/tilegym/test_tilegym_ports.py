@@ -51,6 +51,9 @@ COMPILED_KERNELS = {
     "attention_decode_kernel_grouped": "7: an if with several results around a loop; "
     "sm_100 listings that vary from run to run",
     "group_gemm_kernel": "7: a while whose condition short-circuits, a for in its body",
+    "fmha_bwd_dkdv_kernel": "6: power-of-two constants that once left no free probe value",
+    "mla_decoding_split_kv_naive_absorb_mla_transpose_kernel": "11: a reference if/for "
+    "once missing from the port",
     "prefill_mla_kernel": "12: equal canonical IRs, sm_100 SASS once reported different "
     "(tileiras's run-to-run variation)",
 }
