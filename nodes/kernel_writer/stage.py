@@ -512,6 +512,14 @@ class _Porter:
         self.work = Path(tempfile.mkdtemp(prefix="tileport-port-"))
         self.rustc: RustCheck | None = None
 
+    @property
+    def source_name(self) -> str:
+        """The kernel's file as its reader knows it: the module's path in its
+        library (`tilegym/ops/cutile/gelu.py`), else the spec's `source`."""
+        if self.spec.module is not None:
+            return self.spec.module.replace(".", "/") + ".py"
+        return self.spec.source
+
     def timed_export(self, specs: list[Specialisation], out: Path) -> ExportRecord:
         started = time.perf_counter()
         try:
@@ -795,7 +803,7 @@ class _Porter:
             return self.blocked(started, blocked)
         kernel_rs = self.out / KERNEL_FILE
         header = [
-            f"`{self.spec.kernel}` from `{self.spec.source}`, lifted from its Tile IR by",
+            f"`{self.spec.kernel}` from `{self.source_name}`, lifted from its Tile IR by",
             "tileport's kernel writer (deterministic, no LLM). Each entry reproduces its",
             "reference's Tile IR; port_report.json has the proof per configuration.",
         ]
@@ -850,7 +858,7 @@ class _Porter:
         if not entries:
             return
         header = [
-            f"`{self.spec.kernel}` from `{self.spec.source}`: the kernel writer's partial port.",
+            f"`{self.spec.kernel}` from `{self.source_name}`: the kernel writer's partial port.",
             f"Each `{PARTIAL_MARK}` comment marks a construct it cannot lift, with its",
             "reference IR, in place of the code it needs; this file is not compiled.",
         ]
