@@ -1288,6 +1288,11 @@ class Lifter:
         for index, value in enumerate(carried):
             base = self.carried_base(op, value, results[index] if index < len(results) else None)
             bases.append(snake(base))
+        return self.sorted_names(bases)
+
+    def sorted_names(self, bases: list[str]) -> list[str]:
+        """Fresh names from `bases` that sort in their order, prefixed `c0_`, `c1_`, ...
+        where the bases alone do not (cutile-rs orders mutated variables by name)."""
         names = [self.fresh(base) for base in bases]
         if names != sorted(names) or len(set(names)) != len(names):
             for name in names:
@@ -1523,12 +1528,7 @@ class Lifter:
             if source is None and index < len(then_yields):
                 source = self.source_name_of(then_yields[index])
             bases.append(snake(source or f"r{index}"))
-        names = [self.fresh(base) for base in bases]
-        if names != sorted(names) or len(set(names)) != len(names):
-            for name in names:
-                self.names.used.discard(name)
-            names = [self.fresh(f"c{index}_{base}") for index, base in enumerate(bases)]
-        return names
+        return self.sorted_names(bases)
 
     def source_name_of(self, value: int) -> str | None:
         binding = self.bindings.get(value)
