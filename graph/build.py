@@ -98,6 +98,10 @@ def stage_node(stage: Stage, fn: StageFn, on_stage: OnStage | None) -> GraphNode
     """
 
     def node(state: PipelineState) -> StateUpdate:
+        # The previous stage's execution is told now, not when it ended: the step
+        # this one starts from is checkpointed, so a worker killed in between
+        # never reports an execution the resumed run then repeats.
+        report_last_stage(state, on_stage)
         attempt = state.next_attempt(stage)
         if stage in CAPS and attempt > CAPS[stage]:
             raise StageContractError(f"{stage.value} would exceed its cap of {CAPS[stage]}")
@@ -116,12 +120,16 @@ def stage_node(stage: Stage, fn: StageFn, on_stage: OnStage | None) -> GraphNode
             report_path=layout.relative(paths[0]),
             summary=result.report.summary,
         )
-        update = _apply(state, record, [layout.relative(p) for p in paths], result)
-        if on_stage is not None:
-            on_stage(record)
-        return update
+        return _apply(state, record, [layout.relative(p) for p in paths], result)
 
     return node
+
+
+def report_last_stage(state: PipelineState, on_stage: OnStage | None) -> None:
+    """Tell `on_stage` the latest execution in `state` (the run's last, once it has
+    ended); a receiver that keeps them takes a second telling as the same one."""
+    if on_stage is not None and state.records:
+        on_stage(state.records[-1])
 
 
 def _check_result(stage: Stage, state: PipelineState, attempt: int, result: StageResult) -> None:

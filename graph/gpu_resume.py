@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graph.build import OnStage, PipelineGraph, compile_pipeline
+from graph.build import OnStage, PipelineGraph, compile_pipeline, report_last_stage
 from graph.runner import check_same_run, write_summary
 from graph.stages import StageNodes
 from nodes.gpu_completion import GpuResults, GpuResultsError, completion_stage
@@ -72,4 +72,6 @@ def complete_with_gpu_results(
     if start is not config and on_fork is not None:
         on_fork()
     result = graph.invoke(None, start, durability="sync")
-    return write_summary(PipelineState.model_validate(result), layout)
+    final = PipelineState.model_validate(result)
+    report_last_stage(final, on_stage)
+    return write_summary(final, layout)

@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Durability
 
-from graph.build import PipelineGraph, compile_pipeline
+from graph.build import PipelineGraph, compile_pipeline, report_last_stage
 from graph.stages import StageNodes
 from schemas.pipeline import Outcome, RunOptions, RunSummary, Stage, StageRecord
 from schemas.reports import GateReport, ReportError, load_report
@@ -69,7 +69,9 @@ def run_pipeline(
         layout.prepare_fresh()
         initial = _initial_state(spec_path, layout, options)
         result = graph.invoke(as_graph_input(initial), config, durability=durability)
-    return write_summary(PipelineState.model_validate(result), layout)
+    final = PipelineState.model_validate(result)
+    report_last_stage(final, on_stage)
+    return write_summary(final, layout)
 
 
 def write_summary(final: PipelineState, layout: RunLayout) -> RunSummary:

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,8 @@ class StageRecorder:
                     StageExecution.attempt == record.attempt,
                 )
             ).first()
+            if existing is not None and _same_instant(existing.started_at, record.started_at):
+                return  # told again after a resume: the execution is recorded
             row = existing or StageExecution(
                 conversion_id=self.conversion_id, stage=record.stage.value, attempt=record.attempt
             )
@@ -115,6 +118,11 @@ class StageRecorder:
             )
         if self.after is not None:
             self.after()
+
+
+def _same_instant(stored: datetime, told: datetime) -> bool:
+    """SQLite gives stored datetimes back without their zone (they are UTC)."""
+    return stored.replace(tzinfo=None) == told.astimezone(UTC).replace(tzinfo=None)
 
 
 def store_summary(sessions: sessionmaker[Session], conversion_id: str, summary: RunSummary) -> None:

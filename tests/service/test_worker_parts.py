@@ -177,7 +177,10 @@ def test_a_repeated_stage_execution_is_flagged(context: ServiceContext, conversi
         stage=Stage.ANALYZER, attempt=1, verdict="PASS", started_at=now, finished_at=now
     )
     recorder(record)
-    StageRecorder(context.sessions, conversion_id, root, worker_attempt=2)(record)
+    recorder(record)  # told again after a resume: the same execution, nothing new
+    later = now + timedelta(seconds=5)
+    again = record.model_copy(update={"started_at": later, "finished_at": later})
+    StageRecorder(context.sessions, conversion_id, root, worker_attempt=2)(again)
     with context.sessions() as session:
         rows = session.scalars(
             select(StageExecution).where(StageExecution.conversion_id == conversion_id)
