@@ -68,7 +68,8 @@ def compare_bytecodes(
     near = result.differing_lines <= NEAR_FRACTION * result.reference_instructions
     if result.identical or samples <= 0 or not near:
         return result
-    seen = {"reference": {_listing(ref_cubin)}, "generated": {_listing(gen_cubin)}}
+    generated_listing = _listing(gen_cubin)
+    seen = {"reference": {_listing(ref_cubin)}, "generated": {generated_listing}}
     run = 0
     for run in range(1, samples + 1):
         for side, bytecode in (("reference", reference), ("generated", generated)):
@@ -80,7 +81,7 @@ def compare_bytecodes(
             break  # neither side varies: the difference is the code's
     variants = len(seen["reference"])
     skeletons = {register_skeleton(listing) for listing in seen["reference"]}
-    if variants > 1 and len(skeletons) == 1 and register_skeleton(_listing(gen_cubin)) in skeletons:
+    if variants > 1 and len(skeletons) == 1 and register_skeleton(generated_listing) in skeletons:
         return _matched(result, run + 1, variants, registers_only=True)
     return result.model_copy(update={"assemblies": run + 1, "reference_variants": variants})
 
