@@ -1,6 +1,7 @@
 """`tileport convert SPEC`: run the whole conversion pipeline on one port spec.
 
-    tileport convert examples/kernels/softmax.port.yaml [--out DIR] [--no-gpu] [--llm] [--json]
+    tileport convert examples/kernels/softmax.port.yaml [--out DIR] [--no-gpu] [--llm]
+                     [--time-all] [--json]
 
 Stages are shown as they run (a live table on a terminal, one plain line per
 finished stage otherwise). The run directory defaults to `runs/<operator>`.
@@ -90,12 +91,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     convert.add_argument(
         "--llm", action="store_true", help="allow the LLM fallback (TILEPORT_LLM_* settings)"
     )
+    convert.add_argument(
+        "--time-all",
+        action="store_true",
+        help="time every configuration on the GPU, the test ones too (default: the perf set)",
+    )
     convert.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     convert.set_defaults(handler=convert_command)
 
 
 def convert_command(args: argparse.Namespace) -> int:
-    options = RunOptions(no_gpu=args.no_gpu, llm=args.llm)
+    options = RunOptions(no_gpu=args.no_gpu, llm=args.llm, time_all_configs=args.time_all)
     return convert(args.spec, out=args.out, options=options, as_json=args.json)
 
 

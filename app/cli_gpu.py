@@ -72,7 +72,36 @@ def _gpu_run(args: argparse.Namespace) -> int:
 def _gpu_bundle(args: argparse.Namespace) -> int:
     from toolchain.gpu_bundle import build_from_args
 
+    if (args.spec is None) == (args.runs is None):
+        print("gpu bundle: give a SPEC or --runs RUN_DIR..., not both", file=sys.stderr)
+        return 2
+    if args.runs is not None:
+        return _batch_bundles(args)
     return build_from_args(args)
+
+
+def _batch_bundles(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+
+    from nodes.host_builder.batch import (
+        BatchError,
+        BundleBuildError,
+        LibraryBuildError,
+        build_batch,
+    )
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="tileport-batch-") as scratch:
+            bundles = build_batch(
+                args.runs, args.out, Path(scratch) / "kernels_rs", time_all_configs=args.time_all
+            )
+    except (BatchError, BundleBuildError, LibraryBuildError, OSError) as error:
+        print(f"gpu bundle: {error}", file=sys.stderr)
+        return 1
+    for bundle in bundles:
+        print(json.dumps({"bundle": str(bundle.root), "operator": bundle.manifest.operator}))
+    return 0
 
 
 def _results_book(args: argparse.Namespace) -> int:

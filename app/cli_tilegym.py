@@ -13,13 +13,12 @@ import tempfile
 from pathlib import Path
 
 from nodes.tilegym_backend.stage import add_op
-from nodes.tilegym_backend.test_run import NoGpu, added_ops, markdown, run_tests
+from nodes.tilegym_backend.test_run import LIBRARY, add_test_arguments, build_crate, test_command
 from schemas.launch_capture import LaunchRecordError, read_launch_records
 from schemas.tilegym_backend import AddOutcome
 
 USAGE_ERROR = 2
 REFUSED = 1
-NO_GPU = 4
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,6 +58,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add.add_argument("--json", action="store_true", help="print the result as JSON")
     add.set_defaults(handler=add_command)
 
+    build = sub.add_parser(
+        "build",
+        help="build the checkout's cutile_kernels crate (build machine), for `test --no-build`",
+        description="cargo build --release of src/tilegym/ops/cutile_rs/cutile_kernels, where "
+        "TileGym's loader finds the library; the log goes to --log. Prints the library's path. "
+        "Exit 1 when the build fails.",
+    )
+    build.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
+    build.add_argument("--log", type=Path, default=Path("cargo-build.log"))
+    build.set_defaults(handler=build_command)
+
     test = sub.add_parser(
         "test",
         help="run TileGym's test file of each added op with backend cutile-rs (GPU host)",
@@ -67,10 +77,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "tileport wrote) and write tilegym-tests-<date>.json and .md into --out. "
         "Exit 4 without a GPU (nothing run), 1 when a test failed.",
     )
-    test.add_argument("ops", nargs="*", metavar="OP")
-    test.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
-    test.add_argument("--out", type=Path, default=Path("bench/results"))
-    test.add_argument("--timeout", type=int, default=1800, help="seconds per test file")
+    add_test_arguments(test)
     test.set_defaults(handler=test_command)
 
 
@@ -102,20 +109,12 @@ def add_command(args: argparse.Namespace) -> int:
     return REFUSED if result.outcome is AddOutcome.REFUSED else 0
 
 
-def test_command(args: argparse.Namespace) -> int:
+def build_command(args: argparse.Namespace) -> int:
     checkout = args.tilegym.resolve()
-    ops = args.ops or added_ops(checkout)
-    if not ops:
-        print(f"tileport tilegym test: no op added to {checkout}", file=sys.stderr)
-        return USAGE_ERROR
     try:
-        report = run_tests(checkout, ops, args.out / "logs", args.timeout)
-    except NoGpu as error:
-        print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
-        return NO_GPU
-    stem = args.out / f"tilegym-tests-{report.date}"
-    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(report))
-    print(markdown(report))
-    print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
-    return 1 if any(r.failed or r.errors or r.exit_code for r in report.ops) else 0
+        build_crate(checkout, args.log)
+    except (RuntimeError, OSError) as error:
+        print(f"tileport tilegym build: {error}", file=sys.stderr)
+        return REFUSED
+    print(checkout / LIBRARY)
+    return 0

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graph.build import OnStage, PipelineGraph, compile_pipeline, report_last_stage
-from graph.runner import check_same_run, write_summary
+from graph.runner import resume_from, write_summary
 from graph.stages import StageNodes
 from nodes.gpu_completion import GpuResults, GpuResultsError, completion_stage
 from schemas.pipeline import RunSummary, Stage
@@ -67,9 +67,10 @@ def complete_with_gpu_results(
     graph = compile_pipeline(completing, checkpointer=checkpointer, on_stage=on_stage)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     snapshot = graph.get_state(config)
-    start = config if snapshot.next else _fork_point(graph, config, results.attempt)
-    check_same_run(PipelineState.model_validate(snapshot.values), spec_path.resolve(), layout)
-    if start is not config and on_fork is not None:
+    fork = config if snapshot.next else _fork_point(graph, config, results.attempt)
+    pending = PipelineState.model_validate(snapshot.values)
+    start = resume_from(graph, fork, pending, spec_path.resolve(), layout)
+    if fork is not config and on_fork is not None:
         on_fork()
     result = graph.invoke(None, start, durability="sync")
     final = PipelineState.model_validate(result)

@@ -62,9 +62,9 @@ def run_pipeline(
     durability: Durability | None = "sync" if checkpointer is not None else None
     pending = _pending_state(graph, config) if checkpointer is not None else None
     if pending is not None:
-        check_same_run(pending, spec_path, layout)
+        start = resume_from(graph, config, pending, spec_path, layout)
         layout.ensure()
-        result = graph.invoke(None, config, durability=durability)
+        result = graph.invoke(None, start, durability=durability)
     else:
         layout.prepare_fresh()
         initial = _initial_state(spec_path, layout, options)
@@ -95,12 +95,36 @@ def _pending_state(graph: PipelineGraph, config: RunnableConfig) -> PipelineStat
     return PipelineState.model_validate(snapshot.values)
 
 
-def check_same_run(pending: PipelineState, spec_path: Path, layout: RunLayout) -> None:
-    if Path(pending.run_dir) != layout.root or Path(pending.spec_path) != spec_path:
+def moved_paths(pending: PipelineState, spec_path: Path, layout: RunLayout) -> dict[str, str]:
+    """The state's paths to update before resuming `pending` in `layout`: none when the
+    run is where it was, the new ones when its folder was moved (a service's data
+    restored elsewhere) with the spec at the same place inside it. Any other spec or
+    folder is another run: ResumeMismatch."""
+    was_root, was_spec = Path(pending.run_dir), Path(pending.spec_path)
+    if was_root == layout.root and was_spec == spec_path:
+        return {}
+    moved = was_spec.is_relative_to(was_root) and (
+        layout.root / was_spec.relative_to(was_root) == spec_path
+    )
+    if not moved:
         raise ResumeMismatch(
             f"the unfinished run {pending.run_id} is for {pending.spec_path} in "
             f"{pending.run_dir}; use another thread id for {spec_path} in {layout.root}"
         )
+    return {"run_dir": str(layout.root), "spec_path": str(spec_path)}
+
+
+def resume_from(
+    graph: PipelineGraph,
+    config: RunnableConfig,
+    pending: PipelineState,
+    spec_path: Path,
+    layout: RunLayout,
+) -> RunnableConfig:
+    """The checkpoint to run on from: `config`, or a fork of it whose paths name the
+    run's folder where it is now."""
+    moved = moved_paths(pending, spec_path, layout)
+    return graph.update_state(config, moved) if moved else config
 
 
 def _initial_state(spec_path: Path, layout: RunLayout, options: RunOptions) -> PipelineState:

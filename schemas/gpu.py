@@ -90,6 +90,15 @@ class LibraryArray(_Strict):
     )
 
 
+class LiteralDispatch(_Strict):
+    """An entry the kernel writer specialised to literal constants (a variant can have
+    several): the launcher takes it when the call's constants are exactly these."""
+
+    entry: str
+    variant: str
+    constants: dict[str, int]
+
+
 class LibraryOperator(_Strict):
     """One operator of the aggregated library and where its sources are."""
 
@@ -102,6 +111,10 @@ class LibraryOperator(_Strict):
     rust_module_path: str = Field(description="e.g. crate::softmax::softmax_port")
     entries: dict[str, str] | None = Field(
         None, description="variant -> Rust entry, when the kernel writer named them."
+    )
+    literal_entries: list[LiteralDispatch] | None = Field(
+        None, description="Entries specialised to literal constants; they replace `entries` "
+        "for their variants."
     )
     arrays: list[LibraryArray] = Field(min_length=1)
     scalars: list[LibraryScalar] = Field(default_factory=list)
@@ -181,6 +194,11 @@ class BundleManifest(_Strict):
         "is wider than ±0.5 %; None: exactly perf_repetitions.",
     )
     perf_warmup: int = Field(ge=1)
+    time_all_configs: bool = Field(
+        False,
+        description="Time every configuration, the test ones too; False: the spec's perf "
+        "configurations (its test ones when it has none).",
+    )
 
     @model_validator(mode="after")
     def _cap_above_the_minimum(self) -> Self:

@@ -41,6 +41,11 @@ class RunOptions(BaseModel):
         description="The GPU architecture whose queue runs the bundle at the GPU boundary "
         "(service, Celery mode); default: the first of GPU_QUEUES.",
     )
+    time_all_configs: bool = Field(
+        False,
+        description="Time every configuration on the GPU, the test ones too; by default "
+        "only the spec's perf configurations are timed.",
+    )
 
 
 class StageRecord(BaseModel):

@@ -557,6 +557,16 @@ def sampling_policy(manifest: BundleManifest) -> SamplingPolicy:
     return SamplingPolicy(minimum=minimum, cap=manifest.perf_max_repetitions or minimum)
 
 
+def timed_configs(spec: PortSpec, manifest: BundleManifest) -> list[ResolvedConfig]:
+    """The configurations the perf run times: every one when the bundle says so, else
+    the spec's perf set (its test configurations when it has none)."""
+    perf = [spec.resolve(c, "perf") for c in spec.perf_configs]
+    tests = [spec.resolve(c, "test") for c in spec.test_configs]
+    if manifest.time_all_configs:
+        return tests + perf
+    return perf or tests
+
+
 def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
     torch = ctx.torch
     manifest = ctx.bundle.manifest
@@ -741,9 +751,7 @@ def gpu_outcome(ctx: GpuContext, perf_anyway: bool, started: float) -> RunOutcom
     probes: list[AbiProbe] = []
     if supported:
         probes = _guarded(ctx, "the ABI probes", lambda: abi_probes(ctx, supported[0]), [])
-    perf_configs = [ctx.spec.resolve(c, "perf") for c in ctx.spec.perf_configs]
-    perf_configs = perf_configs or [ctx.spec.resolve(c, "test") for c in ctx.spec.test_configs]
-    timed = [r for r in perf_configs if r.name not in failed]
+    timed = [r for r in timed_configs(ctx.spec, ctx.bundle.manifest) if r.name not in failed]
     measured = PerfOutcome()
     if all_pass or perf_anyway:
         measured = _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())

@@ -25,7 +25,7 @@ from typing import Final
 from schemas.port_spec import ITEMSIZE
 
 ABI_VERSION: Final = 1
-MAX_RANK: Final = 4
+MAX_RANK: Final = 8
 MAX_GENERICS: Final = 32
 TENSOR_TYPE: Final = "tileport_tensor_t"
 PLAN_TYPE: Final = "tileport_plan_t"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodes.host_builder.abi import DType, Status
-from nodes.host_builder.binding import ArrayBinding, OperatorBinding, plan_for
+from nodes.host_builder.binding import ArrayBinding, BindingError, OperatorBinding, plan_for
 from schemas.port_spec import ITEMSIZE, PortSpec, ResolvedArray, ResolvedConfig
 from schemas.reports import AbiCheck, CheckResult
 
@@ -42,7 +42,10 @@ def flat(arguments: Arguments) -> list[Any]:
 
 
 def _supported(binding: OperatorBinding, resolved: ResolvedConfig) -> bool:
-    variant = next(v for v in binding.variants if v.name == resolved.variant)
+    try:
+        variant = binding.variant_for(resolved)
+    except BindingError:
+        return False
     return all(
         resolved.arrays[name].dtype in {d.spec_name for d in dtypes}
         for name, dtypes in variant.allowed_dtypes.items()

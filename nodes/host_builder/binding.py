@@ -41,6 +41,7 @@ from nodes.host_builder.rust_entry import (
     RustSourceError,
 )
 from nodes.kernel_writer.generics import generic_name
+from schemas.gpu import LiteralDispatch
 from schemas.port_spec import (
     ITEMSIZE,
     ArrayParam,
@@ -154,6 +155,15 @@ class VariantBinding:
     generics: tuple[GenericRule, ...]
     preconditions: tuple[Precondition, ...]
     allowed_dtypes: dict[str, tuple[DType, ...]] = field(default_factory=dict)
+    # An entry specialised to literal constants is taken only when the call's
+    # constants are exactly these (several such entries can share a variant).
+    literals: tuple[tuple[str, int], ...] = ()
+
+    def takes(self, resolved: ResolvedConfig) -> bool:
+        """Whether this binding launches `resolved` (its variant, and its literals)."""
+        return self.name == resolved.variant and all(
+            resolved.constants.get(name) == value for name, value in self.literals
+        )
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,16 @@ class OperatorBinding:
                 symbols.append(array.length.binds)
             symbols += [rule.binds for rule in array.dims if rule.binds]
         return symbols
+
+    def variant_for(self, resolved: ResolvedConfig) -> VariantBinding:
+        """The variant binding that launches `resolved` (BindingError when none does)."""
+        for variant in self.variants:
+            if variant.takes(resolved):
+                return variant
+        raise BindingError(
+            f"no entry of variant {resolved.variant!r} takes configuration {resolved.name!r} "
+            f"(its constants {dict(resolved.constants)})"
+        )
 
     def unsupported_dtypes(self) -> dict[str, list[str]]:
         """Per array, the dtypes the spec allows but no variant of the port takes."""
@@ -614,10 +634,12 @@ def bind_operator(
     kernel: RustKernelModule,
     rust_module_path: str,
     entries: dict[str, str] | None = None,
+    literal_entries: list[LiteralDispatch] | None = None,
 ) -> OperatorBinding:
     """Decide how `cutile_<op>` launches the port; raises BindingError with the reason.
     `entries` maps each variant to its Rust entry when the kernel writer said so;
-    otherwise the entry is `<kernel>_<variant>` or `<kernel>`."""
+    otherwise the entry is `<kernel>_<variant>` or `<kernel>`. A variant with
+    `literal_entries` gets one binding per entry, each taken only for its constants."""
     _check_config_constants(spec)
     order = kernel_parameter_order(spec, spec_path)
     bound: set[str] = set()
@@ -632,27 +654,34 @@ def bind_operator(
     )
     multi = len(spec.variants) > 1
     variants: list[VariantBinding] = []
-    for index, variant in enumerate(spec.variants):
+    for variant in spec.variants:
+        literal = [e for e in literal_entries or [] if e.variant == variant.name]
         try:
-            entry = _entry_for(kernel, spec, variant.name, multi, entries)
+            chosen = (
+                [(kernel.entry(e.entry), tuple(sorted(e.constants.items()))) for e in literal]
+                if literal
+                else [(_entry_for(kernel, spec, variant.name, multi, entries), ())]
+            )
         except RustSourceError as exc:
             raise BindingError(str(exc)) from None
-        sources = _param_sources(spec, order, entry)
-        grid = [*(variant.grid or spec.grid)] + [1] * (3 - len(variant.grid or spec.grid))
-        variants.append(
-            VariantBinding(
-                index=index,
-                name=variant.name,
-                when=variant.when,
-                entry=entry.name,
-                constants=_variant_constants(spec, dict(variant.constants)),
-                grid=(grid[0], grid[1], grid[2]),
-                params=sources,
-                generics=_generic_rules(spec, entry, sources, arrays),
-                preconditions=_preconditions(entry, sources, arrays),
-                allowed_dtypes=_allowed_dtypes(spec, entry, sources),
+        for entry, literals in chosen:
+            sources = _param_sources(spec, order, entry)
+            grid = [*(variant.grid or spec.grid)] + [1] * (3 - len(variant.grid or spec.grid))
+            variants.append(
+                VariantBinding(
+                    index=len(variants),
+                    name=variant.name,
+                    when=variant.when,
+                    entry=entry.name,
+                    constants=_variant_constants(spec, dict(variant.constants)),
+                    grid=(grid[0], grid[1], grid[2]),
+                    params=sources,
+                    generics=_generic_rules(spec, entry, sources, arrays),
+                    preconditions=_preconditions(entry, sources, arrays),
+                    allowed_dtypes=_allowed_dtypes(spec, entry, sources),
+                    literals=literals,
+                )
             )
-        )
     return OperatorBinding(
         operator=spec.name,
         spec_path=spec_path,
@@ -746,7 +775,7 @@ def _generic_value(
 
 def plan_for(binding: OperatorBinding, resolved: ResolvedConfig) -> LaunchPlan:
     """The launch plan of one resolved configuration, as `cutile_<op>_plan` computes it."""
-    variant = next(v for v in binding.variants if v.name == resolved.variant)
+    variant = binding.variant_for(resolved)
     env: dict[str, bool | int | float | str] = dict(resolved.dims)
     env.update(resolved.constants)
     env.update(resolved.scalars)

@@ -45,12 +45,16 @@ def _const_var(name: str) -> str:
     return f"c_{name.lower()}"
 
 
-def _scalar_field(name: str) -> str:
-    return f"s_{name.lower()}"
+def _scalar_field(name: str, names: list[str]) -> str:
+    """`s_<name>` in lower case; numbered where two scalars differ only in case (`n`, `N`)."""
+    lower = name.lower()
+    if [other.lower() for other in names].count(lower) > 1:
+        return f"s_{lower}_{names.index(name)}"
+    return f"s_{lower}"
 
 
-def _scalar_variable(name: str, dtype: DType, prefix: str) -> Variable:
-    field = f"{prefix}{_scalar_field(name)}"
+def _scalar_variable(name: str, dtype: DType, prefix: str, names: list[str]) -> Variable:
+    field = f"{prefix}{_scalar_field(name, names)}"
     if dtype is DType.BOOL:
         return Variable(field, Kind.BOOL)
     if dtype in _INT_SCALARS or dtype is DType.UINT32:
@@ -72,6 +76,7 @@ class _Generator:
         self.base_vars["dtype"] = Variable(f"args.{first}.dtype", Kind.DTYPE)
         self.base_vars["num_sms"] = Variable("num_sms", Kind.INT)
         self.imports = {"self as rt", "AbiResult", "Generic", "TensorArg"}
+        self.scalar_names = [s.name for s in binding.scalars]
 
     # -- check(): descriptors and dimensions ----------------------------------------
 
@@ -136,11 +141,16 @@ class _Generator:
 
     def args_fields(self, dims: list[str]) -> list[str]:
         fields = [a.name for a in self.binding.arrays] + [_dim_var(s) for s in dims]
-        return fields + [f"{_scalar_field(s.name)}: {s.name}" for s in self.binding.scalars]
+        return fields + [
+            f"{_scalar_field(s.name, self.scalar_names)}: {s.name}" for s in self.binding.scalars
+        ]
 
     def extra_fields(self, dims: list[str]) -> list[str]:
         fields = [f"{_dim_var(s)}: i64" for s in dims]
-        return fields + [f"{_scalar_field(s.name)}: {s.rust_type}" for s in self.binding.scalars]
+        return fields + [
+            f"{_scalar_field(s.name, self.scalar_names)}: {s.rust_type}"
+            for s in self.binding.scalars
+        ]
 
     # -- derive(): one block per variant ------------------------------------------------
 
@@ -150,25 +160,35 @@ class _Generator:
         lines: list[str] = []
         for variant in self.binding.variants:
             condition, body = self._variant(variant)
-            if condition == "true":
+            if condition == "true" and not variant.literals:
                 return [*lines, *body, _derived(variant.index)]
+            done = f"return {_derived(variant.index)};"
             lines.append(f"if {condition} {{")
-            lines += [f"    {line}" for line in [*body, f"return {_derived(variant.index)};"]]
+            if variant.literals:  # the body ends inside its literal guard
+                lines += [f"    {line}" for line in [*body, f"    {done}", "}"]]
+            else:
+                lines += [f"    {line}" for line in [*body, done]]
             lines.append("}")
         return [*lines, 'rt::fail(Status::BadShape, "no variant\'s dispatch condition holds")']
 
     def _variant(self, variant: VariantBinding) -> tuple[str, list[str]]:
+        """The variant's condition and body; a literal entry's body opens a guard on its
+        constants (closed by the caller after the return)."""
         condition = self._expr(Transpiler(self.base_vars), variant.when, Kind.BOOL)
         variables = dict(self.base_vars)
         variables.update(
-            {s.name: _scalar_variable(s.name, s.dtype, "args.") for s in self.binding.scalars}
+            {
+                s.name: _scalar_variable(s.name, s.dtype, "args.", self.scalar_names)
+                for s in self.binding.scalars
+            }
         )
-        body: list[str] = []
+        head: list[str] = []
         for name, kind, value in variant.constants:
             want = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}[kind]
             code = self._expr(Transpiler(variables), value, want)
-            body.append(f"let {_const_var(name)}: {want.value} = {code};")
+            head.append(f"let {_const_var(name)}: {want.value} = {code};")
             variables[name] = Variable(_const_var(name), want)
+        body: list[str] = []
         body += self._deferred_dim_checks(Transpiler(variables))
         body += self._dtype_lines(variant)
         body += [self._precondition_line(p) for p in variant.preconditions]
@@ -177,7 +197,11 @@ class _Generator:
         body.append("rt::launch_grid(grid)?;")
         generics = ", ".join(self._generic_code(variant, rule) for rule in variant.generics)
         body.append(f"let generics = vec![{generics}];")
-        return condition, _underscore_unused_constants(body)
+        if not variant.literals:
+            return condition, _underscore_unused_constants(head + body)
+        guard = " && ".join(f"{_const_var(name)} == {value}" for name, value in variant.literals)
+        inner = [f"    {line}" for line in body]
+        return condition, _underscore_unused_constants([*head, f"if {guard} {{", *inner])
 
     def _deferred_dim_checks(self, transpiler: Transpiler) -> list[str]:
         lines: list[str] = []
@@ -306,7 +330,7 @@ class _Generator:
             return f"args.{source.array}.shape_i32({source.dim})"
         if source.kind == "stride":
             return f"args.{source.array}.stride_i32({source.dim})"
-        field = f"args.{_scalar_field(source.scalar or '')}"
+        field = f"args.{_scalar_field(source.scalar or '', self.scalar_names)}"
         return f"{field} as {source.reinterpret}" if source.reinterpret else field
 
     def table_writes(self) -> list[str]:

@@ -70,6 +70,7 @@ from schemas.gpu import (
     LibraryManifest,
     LibraryOperator,
     LibraryScalar,
+    LiteralDispatch,
 )
 from schemas.port_spec import ITEMSIZE, load_port_spec
 from toolchain.env import (
@@ -388,7 +389,10 @@ def library_arrays(binding: OperatorBinding) -> list[LibraryArray]:
 
 
 def operator_entry(
-    crate: LibraryCrate, binding: OperatorBinding, entries: dict[str, str] | None = None
+    crate: LibraryCrate,
+    binding: OperatorBinding,
+    entries: dict[str, str] | None = None,
+    literal_entries: list[LiteralDispatch] | None = None,
 ) -> LibraryOperator:
     return LibraryOperator(
         name=binding.operator,
@@ -396,6 +400,7 @@ def operator_entry(
         kernel=binding.kernel_path.resolve().relative_to(crate.src_dir.resolve()).as_posix(),
         rust_module_path=binding.rust_module_path,
         entries=entries,
+        literal_entries=literal_entries,
         arrays=library_arrays(binding),
         scalars=[LibraryScalar(name=s.name, dtype=s.dtype.spec_name) for s in binding.scalars],
     )
@@ -420,7 +425,12 @@ def binding_of(crate: LibraryCrate, operator: LibraryOperator) -> OperatorBindin
     spec_path = REPO_ROOT / operator.spec  # an absolute spec path stays as it is
     kernel = parse_kernel_source(crate.src_dir / operator.kernel)
     return bind_operator(
-        load_port_spec(spec_path), spec_path, kernel, operator.rust_module_path, operator.entries
+        load_port_spec(spec_path),
+        spec_path,
+        kernel,
+        operator.rust_module_path,
+        operator.entries,
+        operator.literal_entries,
     )
 
 
@@ -670,11 +680,16 @@ def _format_rust(paths: list[Path]) -> None:
 
 
 def add_operator(
-    crate: LibraryCrate, binding: OperatorBinding, entries: dict[str, str] | None = None
+    crate: LibraryCrate,
+    binding: OperatorBinding,
+    entries: dict[str, str] | None = None,
+    literal_entries: list[LiteralDispatch] | None = None,
 ) -> GeneratedLibrary:
     """Registers (or refreshes) one operator and regenerates the library's files.
     In the checkout, call under `library_lock`."""
-    manifest = read_manifest(crate).with_operator(operator_entry(crate, binding, entries))
+    manifest = read_manifest(crate).with_operator(
+        operator_entry(crate, binding, entries, literal_entries)
+    )
     return generate_library(crate, manifest)
 
 
@@ -714,7 +729,10 @@ def _launch_hints(binding: OperatorBinding, config_name: str) -> list[tuple[str,
     spec = load_port_spec(binding.spec_path)
     config = next(c for c in spec.test_configs if c.name == config_name)
     resolved = spec.resolve(config, "test")
-    variant = next(v for v in binding.variants if v.name == resolved.variant)
+    try:
+        variant = binding.variant_for(resolved)
+    except BindingError:
+        return None
     for name, allowed in variant.allowed_dtypes.items():
         if resolved.arrays[name].dtype not in {d.spec_name for d in allowed}:
             return None

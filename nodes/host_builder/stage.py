@@ -47,6 +47,7 @@ from nodes.host_builder.library import (
 )
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.perf_validator.stage import GPU_RESULTS_DIR
+from schemas.gpu import LiteralDispatch
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.pipeline import Stage
 from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
@@ -97,8 +98,17 @@ class _Progress:
         return passed
 
 
-def _kernel_source(layout: RunLayout) -> tuple[Path, dict[str, str] | None]:
-    """generated/kernel.rs (as B's report names it), and B's variant -> entry map."""
+@dataclass(frozen=True)
+class WriterEntries:
+    """The kernel writer's entries: one per variant, and those specialised to literal
+    constants (several can share a variant; the launcher picks by the constants)."""
+
+    by_variant: dict[str, str] | None = None
+    literal: list[LiteralDispatch] | None = None
+
+
+def kernel_source(layout: RunLayout) -> tuple[Path, WriterEntries]:
+    """generated/kernel.rs (as B's report names it), and B's entries."""
     try:
         written = load_report(KernelWriterReport, layout)
         kernel = layout.resolve(written.kernel_rs) if written.kernel_rs else layout.kernel_rs
@@ -108,35 +118,47 @@ def _kernel_source(layout: RunLayout) -> tuple[Path, dict[str, str] | None]:
         raise StageFailure(
             HostBuildVerdict.FAIL, FailureClass.KERNEL, f"no kernel source at {kernel.name}"
         )
-    return kernel, _writer_entries(layout)
-
-
-def _writer_entries(layout: RunLayout) -> dict[str, str] | None:
     report_path = layout.generated_dir / REPORT_FILE
     if not report_path.is_file():
-        return None
-    report = PortReport.model_validate_json(report_path.read_text(encoding="utf-8"))
-    if not report.entries:
-        return None
+        return kernel, WriterEntries()
+    return kernel, writer_entries(
+        PortReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+    )
+
+
+def writer_entries(report: PortReport) -> WriterEntries:
+    literal = [
+        LiteralDispatch(
+            entry=e.entry,
+            variant=e.variant,
+            constants={name: int(value) for name, value in e.bindings.items()},
+        )
+        for e in report.literal_entries
+    ]
+    specialised = {e.entry for e in literal}
     by_variant: dict[str, list[str]] = {}
     for entry in report.entries:
-        by_variant.setdefault(entry.variant, []).append(entry.name)
+        if entry.name not in specialised:
+            by_variant.setdefault(entry.variant, []).append(entry.name)
     several = {v: names for v, names in by_variant.items() if len(names) > 1}
     if several:
         raise StageFailure(
             HostBuildVerdict.FAIL,
             FailureClass.HOST,
-            f"variants with literal-specialised entries {several}: the launcher cannot yet "
-            "dispatch between literal entries of one variant",
+            f"variants with several entries not specialised to literals {several}: the "
+            "launcher cannot choose between them",
         )
-    return {variant: names[0] for variant, names in by_variant.items()}
+    return WriterEntries(
+        by_variant={v: names[0] for v, names in by_variant.items()} or None,
+        literal=literal or None,
+    )
 
 
 @dataclass(frozen=True)
 class _Placed:
     path: Path
     module_path: str
-    entries: dict[str, str] | None = None  # what the library already knew, when reused
+    entries: WriterEntries = WriterEntries()  # what the library already knew, when reused
 
 
 def _place_kernel(crate: LibraryCrate, operator: str, kernel: Path) -> _Placed:
@@ -146,24 +168,32 @@ def _place_kernel(crate: LibraryCrate, operator: str, kernel: Path) -> _Placed:
     if known is not None:
         current = crate.src_dir / known.kernel
         if current.is_file() and current.read_bytes() == kernel.read_bytes():
-            return _Placed(current, known.rust_module_path, known.entries)
+            return _Placed(
+                current, known.rust_module_path, WriterEntries(known.entries, known.literal_entries)
+            )
     return _Placed(*install_kernel(crate, operator, kernel))
 
 
 def _bind(
     progress: _Progress, workspace: LibraryCrate, spec: PortSpec, spec_path: Path
 ) -> OperatorBinding:
-    kernel, entries = _kernel_source(progress.layout)
+    kernel, entries = kernel_source(progress.layout)
     try:
         placed = _place_kernel(workspace, spec.name, kernel)
-        entries = entries if entries is not None else placed.entries
+        if entries == WriterEntries():
+            entries = placed.entries
         binding = bind_operator(
-            spec, spec_path, parse_kernel_source(placed.path), placed.module_path, entries
+            spec,
+            spec_path,
+            parse_kernel_source(placed.path),
+            placed.module_path,
+            entries.by_variant,
+            entries.literal,
         )
     except (BindingError, RustSourceError) as exc:
         progress.check("bind the C ABI to the port", False, str(exc))
         raise StageFailure(HostBuildVerdict.FAIL, FailureClass.KERNEL, str(exc)) from None
-    generated = add_operator(workspace, binding, entries)
+    generated = add_operator(workspace, binding, entries.by_variant, entries.literal)
     progress.symbol = binding.abi.symbol
     written = ", ".join(p.name for p in generated.written) or "nothing changed"
     progress.check("generate the launcher, cdef, wrapper and pipeline check", True, written)
@@ -243,6 +273,7 @@ def _correctness(
             workspace,
             run_id=state.run_id,
             attempt=progress.attempt,
+            time_all_configs=state.options.time_all_configs,
         )
     except BundleBuildError as exc:
         progress.check("build the GPU job bundle", False, str(exc))

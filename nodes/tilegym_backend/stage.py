@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nodes.host_builder.binding import BindingError, bind_operator, kernel_parameter_order
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
+from nodes.host_builder.stage import StageFailure, writer_entries
 from nodes.kernel_writer.stage import port_kernel
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
@@ -137,9 +138,14 @@ def _texts(checkout: Path, files: OpFiles, module: OpModule, port: _Port) -> dic
     )
     placed = port.out / "tilegym_kernel.rs"
     placed.write_text(adapted, encoding="utf-8")
-    entries = {e.variant: e.name for e in port.report.entries} or None
+    entries = writer_entries(port.report)
     binding = bind_operator(
-        spec, port.spec_path, parse_kernel_source(placed), module_name(op), entries
+        spec,
+        port.spec_path,
+        parse_kernel_source(placed),
+        module_name(op),
+        entries.by_variant,
+        entries.literal,
     )
     parameters = kernel_parameter_order(spec, port.spec_path)
     arrays = [a.name for a in binding.arrays]
@@ -219,6 +225,7 @@ def add_op(
         FfiError,
         KernelRsError,
         RustfmtError,
+        StageFailure,
         PortSpecError,
         ExporterUnavailable,
     ) as error:

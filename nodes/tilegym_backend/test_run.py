@@ -1,13 +1,15 @@
 """TileGym's own test file of each op this project added, run with the cutile-rs
 backend on a GPU host (`tileport tilegym test`).
 
-The crate is built once first; the tests then run with `CUTILE_RS_AUTOBUILD=0`,
-so every test file loads that one library and none rebuilds it mid-run. The
-counts come from pytest's summary line.
+The crate is built once first (or, with `--no-build`, on the build machine: a GPU
+host without cargo runs `python3 -m nodes.tilegym_backend.test_run`); the tests
+then run with `CUTILE_RS_AUTOBUILD=0`, so every test file loads that one library
+and none rebuilds it mid-run. The counts come from pytest's summary line.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -23,6 +25,9 @@ from nodes.tilegym_backend.wrapper_py import MARKER
 from schemas.tilegym_backend import OpTestResult, TestRunReport
 
 CRATE = CUTILE_RS / "cutile_kernels"
+LIBRARY = CRATE / "target" / "release" / "libcutile_kernels.so"
+USAGE_ERROR = 2
+NO_GPU = 4
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)\b")
 _PIN = re.compile(r'^cutile\s*=\s*"([^"]+)"', re.MULTILINE)
 
@@ -71,11 +76,14 @@ def parse_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def toolchain(checkout: Path) -> str:
-    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True, check=False)
+def toolchain(checkout: Path, built_here: bool) -> str:
     manifest = (checkout / CRATE / "Cargo.toml").read_text(encoding="utf-8")
     pin = _PIN.search(manifest)
-    return f"{rustc.stdout.strip() or 'rustc: not found'}; cutile {pin.group(1) if pin else '?'}"
+    cutile = f"cutile {pin.group(1) if pin else '?'}"
+    if not built_here:
+        return f"library built on the build machine; {cutile}"
+    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True, check=False)
+    return f"{rustc.stdout.strip() or 'rustc: not found'}; {cutile}"
 
 
 def build_crate(checkout: Path, log: Path) -> None:
@@ -134,16 +142,23 @@ def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
     )
 
 
-def run_tests(checkout: Path, ops: list[str], log_dir: Path, timeout_s: int) -> TestRunReport:
+def run_tests(
+    checkout: Path, ops: list[str], log_dir: Path, timeout_s: int, *, build: bool = True
+) -> TestRunReport:
+    """Every op's test file; `build=False` takes the library already in the crate's
+    target (FileNotFoundError when there is none)."""
     gpu, driver = gpu_and_driver()
     log_dir.mkdir(parents=True, exist_ok=True)
-    build_crate(checkout, log_dir / "cargo-build.log")
+    if build:
+        build_crate(checkout, log_dir / "cargo-build.log")
+    elif not (checkout / LIBRARY).is_file():
+        raise FileNotFoundError(f"no library at {checkout / LIBRARY}: build the crate first")
     return TestRunReport(
         date=date.today().isoformat(),
         tilegym=checkout.name,
         gpu=gpu,
         driver=driver,
-        toolchain=toolchain(checkout),
+        toolchain=toolchain(checkout, build),
         ops=[run_op(checkout, op, timeout_s) for op in ops],
     )
 
@@ -163,3 +178,50 @@ def markdown(report: TestRunReport) -> str:
         for r in report.ops
     ]
     return "\n".join(lines) + "\n"
+
+
+def add_test_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ops", nargs="*", metavar="OP")
+    parser.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per test file")
+    parser.add_argument(
+        "--no-build",
+        action="store_true",
+        help=f"use the library already at {LIBRARY} (built on the build machine; a GPU "
+        "host without cargo)",
+    )
+
+
+def test_command(args: argparse.Namespace) -> int:
+    checkout = args.tilegym.resolve()
+    ops = args.ops or added_ops(checkout)
+    if not ops:
+        print(f"tileport tilegym test: no op added to {checkout}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        report = run_tests(checkout, ops, args.out / "logs", args.timeout, build=not args.no_build)
+    except NoGpu as error:
+        print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
+        return NO_GPU
+    except (FileNotFoundError, RuntimeError) as error:
+        print(f"tileport tilegym test: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    stem = args.out / f"tilegym-tests-{report.date}"
+    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
+    stem.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
+    return 1 if any(r.failed or r.errors or r.exit_code for r in report.ops) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nodes.tilegym_backend.test_run", description=__doc__
+    )
+    add_test_arguments(parser)
+    return test_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -405,13 +405,14 @@ def run_script(
     script: Script | None = None,
     *,
     run_dir: Path | None = None,
+    spec: Path | None = None,
     nodes: StageNodes | None = None,
     **kwargs: Any,
 ) -> tuple[RunSummary, ScriptedStages]:
     """Run the whole pipeline through run_pipeline with scripted stages (or `nodes`)."""
     stages = ScriptedStages(script)
     summary = run_pipeline(
-        spec_file(tmp_path),
+        spec or spec_file(tmp_path),
         run_dir or tmp_path / "run",
         options=RunOptions(no_gpu=False, llm=False),
         nodes=nodes or stages.nodes(),

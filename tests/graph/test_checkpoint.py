@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from pipeline_script import HAPPY, StageCrash, Step, path_of, run_script
+from pipeline_script import HAPPY, StageCrash, Step, path_of, run_script, spec_file
 
 from graph.runner import ResumeMismatch
 from schemas.pipeline import Stage, StageRecord
@@ -104,6 +104,56 @@ def test_resume_refuses_another_run_directory(
         run_script(tmp_path, crash, checkpointer=open_saver(), thread_id="t3")
     with pytest.raises(ResumeMismatch, match="use another thread id"):
         run_script(tmp_path, checkpointer=open_saver(), thread_id="t3", run_dir=tmp_path / "other")
+
+
+def test_a_run_whose_folder_was_moved_resumes_there(
+    tmp_path: Path, open_saver: Callable[[], SqliteSaver]
+) -> None:
+    """A service's data restored elsewhere: with its spec at the same place inside the
+    run's folder it is the same run, and its remaining stages write in the new folder."""
+    first = tmp_path / "old" / "run"
+    (first / "input").mkdir(parents=True)
+    spec = spec_file(first / "input")
+    crash = {Stage.HOST_BUILDER: [Step("ALL_PASS", crash=True)]}
+    with pytest.raises(StageCrash):
+        run_script(
+            tmp_path, crash, run_dir=first, spec=spec, checkpointer=open_saver(), thread_id="t6"
+        )
+    moved = tmp_path / "new" / "run"
+    moved.parent.mkdir()
+    first.rename(moved)
+    summary, stages = run_script(
+        tmp_path,
+        run_dir=moved,
+        spec=moved / "input" / spec.name,
+        checkpointer=open_saver(),
+        thread_id="t6",
+    )
+    assert stages.calls == [Stage.HOST_BUILDER, Stage.PERF_VALIDATOR, Stage.FINAL_GATE]
+    assert summary.gate_verdict == "PASS"
+    assert (moved / "reports" / "summary.json").is_file() and not first.exists()
+
+
+def test_a_moved_run_with_its_spec_elsewhere_is_another_run(
+    tmp_path: Path, open_saver: Callable[[], SqliteSaver]
+) -> None:
+    first = tmp_path / "old" / "run"
+    (first / "input").mkdir(parents=True)
+    crash = {Stage.ANALYZER: [Step("PASS", crash=True)]}
+    with pytest.raises(StageCrash):
+        run_script(
+            tmp_path,
+            crash,
+            run_dir=first,
+            spec=spec_file(first / "input"),
+            checkpointer=open_saver(),
+            thread_id="t8",
+        )
+    moved = tmp_path / "new" / "run"
+    moved.parent.mkdir()
+    first.rename(moved)
+    with pytest.raises(ResumeMismatch, match="use another thread id"):
+        run_script(tmp_path, run_dir=moved, checkpointer=open_saver(), thread_id="t8")
 
 
 def test_a_new_thread_starts_fresh_beside_an_unfinished_one(

@@ -23,6 +23,7 @@ from nodes.host_builder.ffi_gen import generate_operator_rs
 from nodes.host_builder.library import CHECKOUT, stale_generated
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable
+from schemas.gpu import LiteralDispatch
 from schemas.port_spec import ResolvedArray, load_port_spec
 from toolchain.env import REPO_ROOT
 from toolchain.reference_export import launch_facts
@@ -101,6 +102,45 @@ def test_element_type_generic_dispatches_per_dtype(tmp_path: Path) -> None:
     assert "cutile::half::bf16" in text
     assert 'rt::require_same_dtype(&[&args.x, &args.y], "E")?' in text
     assert "rt::address_fact(args.x.data)" in text
+
+
+def test_literal_entries_of_one_variant_are_chosen_by_their_constants(tmp_path: Path) -> None:
+    """Two entries specialised to TILE_N = 1024 and 2048: each configuration launches
+    the one its constants match; one they match neither is refused, by the Python
+    plan and by the generated launcher alike."""
+    params = GENERIC_PARAMS.replace("E", "f32")
+    kernel = tmp_path / "kernel.rs"
+    entries = "".join(
+        f"    #[cutile::entry()]\n    unsafe fn softmax_kernel_row_tile_n{n}({params}) {{}}\n"
+        for n in (1024, 2048)
+    )
+    kernel.write_text(
+        f"#[cutile::module]\npub mod softmax_port {{\n    use cutile::core::*;\n\n{entries}}}\n",
+        encoding="utf-8",
+    )
+    spec = load_port_spec(SPEC)
+    literal = [
+        LiteralDispatch(
+            entry=f"softmax_kernel_row_tile_n{n}", variant="row", constants={"TILE_N": n}
+        )
+        for n in (1024, 2048)
+    ]
+    binding = bind_operator(
+        spec, SPEC, parse_kernel_source(kernel), "crate::k::softmax_port", None, literal
+    )
+    assert [(v.index, v.entry, v.literals) for v in binding.variants] == [
+        (0, "softmax_kernel_row_tile_n1024", (("TILE_N", 1024),)),
+        (1, "softmax_kernel_row_tile_n2048", (("TILE_N", 2048),)),
+    ]
+    configs = {c.name: spec.resolve(c, p) for c, p in spec.all_configs()}
+    assert plan_for(binding, configs["ragged_f32"]).variant == 0  # N 1000: TILE_N 1024
+    assert plan_for(binding, configs["pow2_f16"]).variant == 1  # N 2048
+    with pytest.raises(BindingError, match="no entry of variant 'row' takes"):
+        plan_for(binding, configs["perf_4k_x_4k_f16"])  # TILE_N 4096
+    text = generate_operator_rs(binding)
+    assert "if c_tile_n == 1024 {" in text and "if c_tile_n == 2048 {" in text
+    assert text.count("return Ok(Derived { variant: 1, grid, generics });") == 1
+    assert text.rstrip().count("no variant's dispatch condition holds") == 1
 
 
 @pytest.mark.parametrize(

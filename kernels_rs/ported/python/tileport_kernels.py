@@ -64,8 +64,8 @@ typedef struct {
     uint64_t data;
     int32_t dtype;
     int32_t ndim;
-    int64_t shape[4];
-    int64_t strides[4];
+    int64_t shape[8];
+    int64_t strides[8];
 } tileport_tensor_t;
 typedef struct {
     int32_t variant;
@@ -90,9 +90,9 @@ int32_t cutile_softmax_plan(
 );
 """
 
-FINGERPRINT = 0xFAF180ECEB296E72
+FINGERPRINT = 0x5112FFB74F7D55F3
 ABI_VERSION = 1
-MAX_RANK = 4
+MAX_RANK = 8
 LIBRARY_FILE = "libtileport_kernels.so"
 STATUS = {
     -1: "NULL_DESCRIPTOR",

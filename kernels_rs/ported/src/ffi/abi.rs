@@ -4,7 +4,7 @@
 use std::mem::{align_of, offset_of, size_of};
 
 pub const ABI_VERSION: u32 = 1;
-pub const MAX_RANK: usize = 4;
+pub const MAX_RANK: usize = 8;
 pub const MAX_GENERICS: usize = 32;
 
 /// A borrowed tensor: device address, dtype code, rank, extents and strides (in elements). Entries past ndim are ignored.
@@ -14,8 +14,8 @@ pub struct Tensor {
     pub data: u64,
     pub dtype: i32,
     pub ndim: i32,
-    pub shape: [i64; 4],
-    pub strides: [i64; 4],
+    pub shape: [i64; 8],
+    pub strides: [i64; 8],
 }
 
 /// What a launch would do, computed from the descriptors without any CUDA call: the variant, the grid and the generic arguments (integers; dtype codes for element-type generics).
