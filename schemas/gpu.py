@@ -113,8 +113,9 @@ class LibraryOperator(_Strict):
         None, description="variant -> Rust entry, when the kernel writer named them."
     )
     literal_entries: list[LiteralDispatch] | None = Field(
-        None, description="Entries specialised to literal constants; they replace `entries` "
-        "for their variants."
+        None,
+        description="Entries specialised to literal constants; they replace `entries` "
+        "for their variants.",
     )
     arrays: list[LibraryArray] = Field(min_length=1)
     scalars: list[LibraryScalar] = Field(default_factory=list)

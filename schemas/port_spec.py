@@ -418,6 +418,11 @@ class ResolvedConfig(_Strict):
     grid: tuple[int, int, int]
     hints: Hints | None
 
+    def argument(self, name: str) -> bool | int | float:
+        """What a launcher parameter `name` receives: a scalar's value, or a constant's
+        where the caller passes it (the configurations bind it)."""
+        return self.scalars[name] if name in self.scalars else self.constants[name]
+
 
 class PortSpec(_Strict):
     """A kernel, its parameters and variants, and how it is tested and measured."""

@@ -348,7 +348,7 @@ def launch_reference_kernel(ctx: GpuContext, resolved: ResolvedConfig, arrays: C
 
 
 def launch_port(ctx: GpuContext, arrays: CaseArrays, resolved: ResolvedConfig) -> None:
-    scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
+    scalars = tuple(resolved.argument(name) for name in ctx.scalar_order)
     ctx.library.call(ctx.operator, arrays.port_arrays(ctx.array_order), scalars)
 
 
@@ -524,7 +524,7 @@ def abi_probes(ctx: GpuContext, resolved: ResolvedConfig) -> list[AbiProbe]:
         "pageable host memory": (host.data_ptr(), codes["DEVICE"]),
         "pinned host memory": (pinned.data_ptr(), codes["DEVICE"]),
     }
-    scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
+    scalars = tuple(resolved.argument(name) for name in ctx.scalar_order)
     prepared = ctx.library.prepare(ctx.operator, port_arrays)
     probes: list[AbiProbe] = []
     for case, (address, expected) in cases.items():
@@ -662,7 +662,7 @@ def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
     arrays = make_arrays(ctx.torch, ctx.spec, resolved, 0, ctx.device)
     # Built once; a list's table is allocated here and rewritten by each call.
     prepared = ctx.library.prepare(ctx.operator, arrays.port_arrays(ctx.array_order))
-    scalars = tuple(resolved.scalars[name] for name in ctx.scalar_order)
+    scalars = tuple(resolved.argument(name) for name in ctx.scalar_order)
 
     def cffi_call() -> None:
         stream = ctx.library.ffi.cast("void *", ctx.torch.cuda.current_stream().cuda_stream)

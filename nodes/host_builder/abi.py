@@ -220,8 +220,13 @@ LIBRARY_FUNCTIONS: Final = (
 
 @dataclass(frozen=True)
 class ScalarArg:
+    """A scalar C parameter: a kernel scalar, or (`constant`) a constant the caller
+    passes because the configurations bind it (the launcher reads it, the kernel
+    receives it as a generic or not at all)."""
+
     name: str
     dtype: DType
+    constant: bool = False
 
     @property
     def c_type(self) -> str:

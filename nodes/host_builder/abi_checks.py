@@ -109,7 +109,7 @@ class AbiProber:
             cdata.strides[dim] = stride
 
     def _scalars(self, resolved: ResolvedConfig) -> list[int | float]:
-        return [resolved.scalars[s.name] for s in self.binding.scalars]
+        return [resolved.argument(s.name) for s in self.binding.scalars]
 
     def launch(self, resolved: ResolvedConfig, descriptors: list[Any]) -> int:
         function = getattr(self.lib, self.binding.abi.symbol)

@@ -604,12 +604,28 @@ def _element_preconditions(
     return found
 
 
+CONSTANT_DTYPES = {"int": DType.INT64, "float": DType.FLOAT64, "bool": DType.BOOL}
+
+
+def host_constants(spec: PortSpec) -> tuple[ScalarArg, ...]:
+    """The constants some configuration binds: the caller passes them (the launcher
+    cannot derive a value the host chose), in the spec's order."""
+    bound = {name for config, _ in spec.all_configs() for name in config.constants}
+    return tuple(
+        ScalarArg(name, CONSTANT_DTYPES[param.type], constant=True)
+        for name, param in spec.constants.items()
+        if name in bound
+    )
+
+
 def _variant_constants(
-    spec: PortSpec, variant_constants: dict[str, str | int | float | bool]
+    spec: PortSpec, variant_constants: dict[str, str | int | float | bool], passed: set[str]
 ) -> tuple[tuple[str, str, str | int | float | bool], ...]:
+    """Each constant's value at launch: the argument of a passed one, else the
+    variant's binding or the default."""
     constants: list[tuple[str, str, str | int | float | bool]] = []
     for name, param in spec.constants.items():
-        value = variant_constants.get(name, param.default)
+        value = name if name in passed else variant_constants.get(name, param.default)
         if value is None:
             raise BindingError(
                 f"constant {name!r} has no default and the variant does not bind it: the "
@@ -617,15 +633,6 @@ def _variant_constants(
             )
         constants.append((name, param.type, value))
     return tuple(constants)
-
-
-def _check_config_constants(spec: PortSpec) -> None:
-    for config, _purpose in spec.all_configs():
-        if config.constants:
-            raise BindingError(
-                f"configuration {config.name!r} binds constants {sorted(config.constants)}; "
-                "the C launcher derives constants from the variant and defaults only"
-            )
 
 
 def bind_operator(
@@ -640,18 +647,22 @@ def bind_operator(
     `entries` maps each variant to its Rust entry when the kernel writer said so;
     otherwise the entry is `<kernel>_<variant>` or `<kernel>`. A variant with
     `literal_entries` gets one binding per entry, each taken only for its constants."""
-    _check_config_constants(spec)
     order = kernel_parameter_order(spec, spec_path)
     bound: set[str] = set()
     arrays = tuple(
         _array_binding(name, spec.arrays[name], bound) for name in order if name in spec.arrays
     )
     _check_c_names(order, arrays)
-    scalars = tuple(
-        ScalarArg(name, DType.from_spec_name(spec.scalars[name].dtype))
-        for name in order
-        if name in spec.scalars
+    passed = host_constants(spec)
+    scalars = (
+        *(
+            ScalarArg(name, DType.from_spec_name(spec.scalars[name].dtype))
+            for name in order
+            if name in spec.scalars
+        ),
+        *passed,
     )
+    passed_names = {arg.name for arg in passed}
     multi = len(spec.variants) > 1
     variants: list[VariantBinding] = []
     for variant in spec.variants:
@@ -673,7 +684,7 @@ def bind_operator(
                     name=variant.name,
                     when=variant.when,
                     entry=entry.name,
-                    constants=_variant_constants(spec, dict(variant.constants)),
+                    constants=_variant_constants(spec, dict(variant.constants), passed_names),
                     grid=(grid[0], grid[1], grid[2]),
                     params=sources,
                     generics=_generic_rules(spec, entry, sources, arrays),

@@ -74,6 +74,16 @@ class _Generator:
             symbol: Variable(f"args.{_dim_var(symbol)}", Kind.INT) for symbol in self.dims
         }
         self.base_vars["dtype"] = Variable(f"args.{first}.dtype", Kind.DTYPE)
+        # A constant the caller passes can decide the variant.
+        self.base_vars.update(
+            {
+                s.name: _scalar_variable(
+                    s.name, s.dtype, "args.", [a.name for a in binding.scalars]
+                )
+                for s in binding.scalars
+                if s.constant
+            }
+        )
         self.base_vars["num_sms"] = Variable("num_sms", Kind.INT)
         self.imports = {"self as rt", "AbiResult", "Generic", "TensorArg"}
         self.scalar_names = [s.name for s in binding.scalars]

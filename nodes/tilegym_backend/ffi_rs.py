@@ -192,6 +192,12 @@ def render_ffi(op: str, binding: OperatorBinding, module: str, source: str) -> s
         f'pub unsafe extern "C" fn {sym}(',
     ]
     lines += [f"    {name}: *const TensorDesc," for name in arrays]
+    passed = [s.name for s in binding.scalars if s.constant]
+    if passed:
+        raise FfiError(
+            f"constants the host passes ({', '.join(passed)}) are not written into TileGym's "
+            "FFI yet"
+        )
     for scalar in binding.scalars:
         rust = _SCALAR_TYPES.get(scalar.dtype)
         if rust is None:

@@ -87,11 +87,17 @@ def toolchain(checkout: Path, built_here: bool) -> str:
 
 
 def build_crate(checkout: Path, log: Path) -> None:
-    """`cargo build --release` of the crate, where TileGym's loader looks for the library."""
+    """`cargo build --release` of the crate, where TileGym's loader looks for the library
+    (the crate's own target/), with the CUDA headers and libclang cutile's bindings need."""
+    from toolchain.env import toolchain_env  # the build machine's; a GPU host needs none
+
+    env = toolchain_env()
+    env.pop("CARGO_TARGET_DIR")
     with log.open("w") as out:
         done = subprocess.run(
             ["cargo", "build", "--release"],
             cwd=checkout / CRATE,
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             check=False,

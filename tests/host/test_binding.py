@@ -143,6 +143,31 @@ def test_literal_entries_of_one_variant_are_chosen_by_their_constants(tmp_path: 
     assert text.rstrip().count("no variant's dispatch condition holds") == 1
 
 
+def test_a_constant_the_configurations_bind_is_passed_by_the_caller(tmp_path: Path) -> None:
+    """TileGym's hosts choose constants (a block size, an option): a constant some
+    configuration binds becomes a C parameter after the scalars, and decides the
+    variant and the generics at launch."""
+    text = SPEC.read_text(encoding="utf-8").replace(
+        "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32}",
+        "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32, constants: {TILE_N: 2048}}",
+    )
+    spec_path = tmp_path / "softmax.port.yaml"
+    spec_path.write_text(text.replace("source: softmax.py", f"source: {SPEC.parent}/softmax.py"))
+    spec = load_port_spec(spec_path)
+    binding = bind_operator(
+        spec, spec_path, parse_kernel_source(CHECKOUT.src_dir / "softmax.rs"), "crate::s::p"
+    )
+    assert [(a.name, a.dtype, a.constant) for a in binding.scalars] == [
+        ("TILE_N", DType.INT64, True)
+    ]
+    assert "int64_t TILE_N" in binding.abi.c_declarations()[0]
+    ragged = spec.resolve(next(c for c in spec.test_configs if c.name == "ragged_f32"), "test")
+    assert ragged.argument("TILE_N") == 2048
+    assert plan_for(binding, ragged).generics == (2048, 1)  # the passed value, not next_pow2
+    rust = generate_operator_rs(binding)
+    assert "let c_tile_n: i64 = i64::from(args.s_tile_n);" in rust
+
+
 @pytest.mark.parametrize(
     ("generics", "params", "message"),
     [
