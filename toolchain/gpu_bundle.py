@@ -192,6 +192,7 @@ def build_bundle(
     max_repetitions: int = DEFAULT_MAX_REPETITIONS,
     warmup: int = DEFAULT_WARMUP,
     torch_equivalent: str | None = "reference",
+    time_all_configs: bool = False,
 ) -> BuiltBundle:
     """Writes the bundle of the operator `spec_path` describes into `out` (emptied),
     with the library of `crate`, which must hold the operator. `torch_equivalent` is
@@ -249,6 +250,7 @@ def build_bundle(
         perf_repetitions=repetitions,
         perf_max_repetitions=max(max_repetitions, repetitions),
         perf_warmup=warmup,
+        time_all_configs=time_all_configs,
     )
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
@@ -258,7 +260,15 @@ def build_bundle(
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("spec", type=Path, help="the operator's port spec")
+    parser.add_argument("spec", type=Path, nargs="?", help="the operator's port spec")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        nargs="+",
+        metavar="RUN_DIR",
+        help="instead of SPEC: runs stopped at the GPU boundary; one library holds all "
+        "their ports and OUT/<operator> is each run's bundle",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the bundle directory (emptied)")
     parser.add_argument("--run-id", default="standalone", help="the run the reports belong to")
     parser.add_argument("--attempt", type=int, default=1)
@@ -277,6 +287,11 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
         "wider than ±0.5%%",
     )
     parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
+    parser.add_argument(
+        "--time-all",
+        action="store_true",
+        help="time every configuration, the test ones too (default: the spec's perf set)",
+    )
     parser.add_argument(
         "--torch-equivalent",
         default="reference",
@@ -300,6 +315,7 @@ def build_from_args(args: argparse.Namespace) -> int:
                 max_repetitions=args.max_repetitions,
                 warmup=args.warmup,
                 torch_equivalent=None if args.torch_equivalent == "none" else args.torch_equivalent,
+                time_all_configs=args.time_all,
             )
     except (BundleBuildError, LibraryBuildError, ValueError, OSError) as exc:
         print(f"gpu bundle: {exc}", file=sys.stderr)
