@@ -73,7 +73,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "test",
         help="run TileGym's test file of each added op with backend cutile-rs (GPU host)",
         description="Build the checkout's cutile_kernels crate, run tests/ops/**/test_<op>.py "
-        "-k cutile-rs with CUTILE_RS_AUTOBUILD=0 for each op (default: every op whose wrapper "
+        "-k cutile_rs with CUTILE_RS_AUTOBUILD=0 for each op (default: every op whose wrapper "
         "tileport wrote) and write tilegym-tests-<date>.json and .md into --out. "
         "Exit 4 without a GPU (nothing run), 1 when a test failed.",
     )

@@ -20,8 +20,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from nodes.tilegym_backend.checkout import CUTILE_RS, find_test
-from nodes.tilegym_backend.wrapper_py import MARKER
+from nodes.tilegym_backend.checkout import CUTILE_RS, MARKER, find_test
 from schemas.tilegym_backend import OpTestResult, TestRunReport
 
 CRATE = CUTILE_RS / "cutile_kernels"
@@ -115,7 +114,7 @@ def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
         str(test),
         "-q",
         "-k",
-        "cutile-rs",
+        "cutile_rs",  # TileGym's test ids spell the backend so
         "-p",
         "no:cacheprovider",
     ]
