@@ -24,6 +24,7 @@ from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
     CRATE_LIB,
     CUTILE_RS,
+    MARKER,
     PACKAGE_INIT,
     CheckoutError,
     OpFiles,
@@ -44,7 +45,7 @@ from nodes.tilegym_backend.op_source import (
     host_launch,
     op_kernels,
 )
-from nodes.tilegym_backend.wrapper_py import MARKER, render_wrapper
+from nodes.tilegym_backend.wrapper_py import render_wrapper
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
 from schemas.port_spec import PortSpecError, load_port_spec
