@@ -208,7 +208,7 @@ def test_unknown_options_are_refused_with_the_known_keys(client: TestClient) -> 
         assert response.status_code == 422, response.text
         error = response.json()["error"]
         assert error["code"] == "invalid_options" and error["detail"]["unknown"] == ["no-gpu"]
-        assert error["detail"]["known"] == ["no_gpu", "llm", "gpu_arch"]
+        assert error["detail"]["known"] == ["no_gpu", "llm", "gpu_arch", "time_all_configs"]
 
 
 def test_json_submission_reads_files_under_the_source_root(client: TestClient) -> None:
@@ -219,7 +219,12 @@ def test_json_submission_reads_files_under_the_source_root(client: TestClient) -
     )
     assert response.status_code == 202, response.text
     view = client.get(f"/v1/conversions/{response.json()['id']}").json()
-    assert view["options"] == {"no_gpu": True, "llm": False, "gpu_arch": None}
+    assert view["options"] == {
+        "no_gpu": True,
+        "llm": False,
+        "gpu_arch": None,
+        "time_all_configs": False,
+    }
 
 
 def test_json_submission_with_spec_path_and_inline_spec(client: TestClient) -> None:
