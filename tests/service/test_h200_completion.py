@@ -3,8 +3,9 @@ bundle, nothing rewritten.
 
 `fixtures/h200_completion/service/` is the data directory `make demo` left: its
 SQLite database (the conversion, its events, its checkpoints at the GPU boundary)
-and the run's folder, without the two copies of the built library (the bundle's
-manifest still names it). `fixtures/h200_completion/gpu_results/` is what
+and the run's folder, without what a completion does not read: the built library
+(two copies), the bundle's runner modules and the cffi wrapper (the bundle's
+manifest still names them, with their sha256). `fixtures/h200_completion/gpu_results/` is what
 `python3 BUNDLE/run.py` (the same runner as `tileport gpu-run`) wrote for that
 very bundle on an NVIDIA H200. The test restores the data directory somewhere
 else (the run resumes from its moved folder), starts the service on it, uploads
