@@ -77,7 +77,8 @@ def test_an_identical_kernel_is_reused_and_a_new_one_installed(tmp_path: Path) -
     shutil.copyfile(current, same)
     reused = _place_kernel(workspace, "softmax", same)
     assert (reused.path, reused.module_path) == (current, registered.rust_module_path)
-    assert reused.entries == registered.entries
+    assert reused.entries.by_variant == registered.entries
+    assert reused.entries.literal == registered.literal_entries
     changed = tmp_path / "changed.rs"
     changed.write_text(current.read_text() + "\n// a change\n", encoding="utf-8")
     placed = _place_kernel(workspace, "softmax", changed)
