@@ -61,11 +61,10 @@ def read_run(run_dir: Path) -> RunPort:
     except (OSError, ValueError) as error:
         raise BatchError(f"{run_dir}: no GPU job bundle in host/{BUNDLE_DIR} ({error})") from None
     workspace = LibraryCrate(run_dir / "host" / WORKSPACE_DIR)
-    operator = next(
-        (op for op in read_manifest(workspace).operators if op.name == manifest.operator), None
-    )
-    if operator is None:
-        raise BatchError(f"{run_dir}: its library does not hold {manifest.operator}")
+    try:
+        operator = read_manifest(workspace).operator(manifest.operator)
+    except KeyError:
+        raise BatchError(f"{run_dir}: its library does not hold {manifest.operator}") from None
     return RunPort(
         run_dir=run_dir,
         manifest=manifest,
@@ -98,9 +97,10 @@ def add_run(crate: LibraryCrate, port: RunPort) -> None:
 def _share_library(bundles: list[BuiltBundle]) -> None:
     """Every bundle's library as a hard link to the first's (they are the same bytes)."""
     first = bundles[0].root / "lib" / LIBRARY_FILE
+    shared = first.read_bytes()
     for bundle in bundles[1:]:
         library = bundle.root / "lib" / LIBRARY_FILE
-        if library.read_bytes() == first.read_bytes():
+        if library.read_bytes() == shared:
             library.unlink()
             os.link(first, library)
 
