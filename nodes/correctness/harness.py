@@ -210,22 +210,28 @@ class Comparison:
 
 
 def compare(torch: Any, name: str, out: Any, expected: Any, atol: float, rtol: float) -> Comparison:
-    """|out - expected| <= atol + rtol * |expected| everywhere, in float64; an output
-    that is not finite where the reference is finite fails whatever the tolerance."""
+    """|out - expected| <= atol + rtol * |expected| where the reference is finite, in
+    float64. Where it is not (an element neither kernel writes stays the NaN it was
+    poisoned with; an overflow), the output must be the same non-finite value: a
+    finite output there, or a non-finite one where the reference is finite, fails
+    whatever the tolerance."""
     got = out.detach().to(torch.float64)
     want = expected.detach().to(torch.float64).expand_as(got)
     finite_want = torch.isfinite(want)
     finite_both = finite_want & torch.isfinite(got)
-    nonfinite = bool((finite_want & ~finite_both).any())
+    same_nonfinite = ~finite_want & ((torch.isnan(want) & torch.isnan(got)) | (want == got))
+    disagree = ~finite_both & ~same_nonfinite
+    nonfinite = bool(disagree.any())
     error = torch.where(finite_both, (got - want).abs(), torch.zeros_like(got))
-    allowed = atol + rtol * want.abs()
+    allowed = torch.where(finite_both, atol + rtol * want.abs(), torch.zeros_like(got))
     within = bool((error <= allowed).all()) and not nonfinite
     max_abs = float(error.max()) if error.numel() else 0.0
-    max_rel = float((error / want.abs().clamp_min(TINY)).max()) if error.numel() else 0.0
+    scale = torch.where(finite_both, want.abs().clamp_min(TINY), torch.ones_like(got))
+    max_rel = float((error / scale).max()) if error.numel() else 0.0
     message = f"{name}: max abs {max_abs:.3e}, max rel {max_rel:.3e}"
     if nonfinite:
-        count = int((finite_want & ~finite_both).sum())
-        message += f", {count} non-finite element(s) (unwritten or overflowed)"
+        count = int(disagree.sum())
+        message += f", {count} element(s) finite on one side only (unwritten or overflowed)"
     return Comparison(within, max_abs, max_rel, nonfinite, message)
 
 
