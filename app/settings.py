@@ -41,6 +41,11 @@ class Settings(BaseModel):
         "examples/kernels", description="GITHUB_KERNEL_DIR: kernels' folder in a repository"
     )
     github_port_label: str = Field("tileport:port", description="GITHUB_PORT_LABEL")
+    github_tilegym_launches: str = Field(
+        "tileport/launches.jsonl",
+        description="GITHUB_TILEGYM_LAUNCHES: where a TileGym-layout repository keeps the "
+        "launch records of its kernels (`tileport capture`)",
+    )
     public_url: str = Field("", description="TILEPORT_PUBLIC_URL: base of links sent out")
     max_upload_bytes: int = Field(1_000_000, gt=0, description="MAX_UPLOAD_BYTES")
     queue_max_pending: int = Field(64, gt=0, description="QUEUE_MAX_PENDING")
@@ -84,6 +89,7 @@ ENV_FIELDS: dict[str, str] = {
     "GITHUB_TOKEN": "github_token",
     "GITHUB_KERNEL_DIR": "github_kernel_dir",
     "GITHUB_PORT_LABEL": "github_port_label",
+    "GITHUB_TILEGYM_LAUNCHES": "github_tilegym_launches",
     "TILEPORT_PUBLIC_URL": "public_url",
     "MAX_UPLOAD_BYTES": "max_upload_bytes",
     "QUEUE_MAX_PENDING": "queue_max_pending",

@@ -109,3 +109,71 @@ class GitHubClient:
         if target_url:
             payload["target_url"] = target_url
         self.request("POST", f"{self.repo_path(repo)}/statuses/{quote(sha)}", json=payload)
+
+    # -- git data: reading a commit's tree, writing a commit on a branch -------------
+
+    def tree(self, repo: str, sha: str) -> list[dict[str, Any]]:
+        """Every entry of the commit's (or tree's) tree, recursively."""
+        found = self.request(
+            "GET", f"{self.repo_path(repo)}/git/trees/{quote(sha)}", params={"recursive": "1"}
+        )
+        if not isinstance(found, dict) or found.get("truncated"):
+            raise GitHubError(f"the tree of {sha} is too large to read in one response")
+        return list(found.get("tree", []))
+
+    def blob(self, repo: str, sha: str) -> bytes:
+        item = self.request("GET", f"{self.repo_path(repo)}/git/blobs/{quote(sha)}")
+        if not isinstance(item, dict) or item.get("encoding") != "base64":
+            raise GitHubError(f"blob {sha}: unsupported content encoding")
+        return base64.b64decode(item.get("content", ""))
+
+    def create_blob(self, repo: str, content: bytes) -> str:
+        made = self.request(
+            "POST",
+            f"{self.repo_path(repo)}/git/blobs",
+            json={"content": base64.b64encode(content).decode(), "encoding": "base64"},
+        )
+        return str(made["sha"])
+
+    def create_tree(self, repo: str, base_tree: str, blobs: dict[str, str]) -> str:
+        """A tree: `base_tree` with each path set to its blob (regular files)."""
+        entries = [
+            {"path": path, "mode": "100644", "type": "blob", "sha": sha}
+            for path, sha in sorted(blobs.items())
+        ]
+        made = self.request(
+            "POST",
+            f"{self.repo_path(repo)}/git/trees",
+            json={"base_tree": base_tree, "tree": entries},
+        )
+        return str(made["sha"])
+
+    def create_commit(self, repo: str, message: str, tree: str, parent: str) -> str:
+        made = self.request(
+            "POST",
+            f"{self.repo_path(repo)}/git/commits",
+            json={"message": message, "tree": tree, "parents": [parent]},
+        )
+        return str(made["sha"])
+
+    def commit_tree(self, repo: str, sha: str) -> str:
+        """The tree a commit points at."""
+        commit = self.request("GET", f"{self.repo_path(repo)}/git/commits/{quote(sha)}")
+        return str(commit["tree"]["sha"])
+
+    def set_branch(self, repo: str, branch: str, sha: str) -> None:
+        """Point `refs/heads/<branch>` at `sha`: created, or moved when it exists."""
+        try:
+            self.request(
+                "POST",
+                f"{self.repo_path(repo)}/git/refs",
+                json={"ref": f"refs/heads/{branch}", "sha": sha},
+            )
+        except GitHubError as error:
+            if error.status != 422:  # 422: the reference already exists
+                raise
+            self.request(
+                "PATCH",
+                f"{self.repo_path(repo)}/git/refs/heads/{quote(branch)}",
+                json={"sha": sha, "force": True},
+            )

@@ -10,6 +10,7 @@ import hmac
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -22,6 +23,7 @@ from app.context import ServiceContext
 from app.errors import ApiError
 from app.github.client import GitHubClient, GitHubError
 from app.github.status import status_context
+from app.github.tilegym_pr import DeliveryError, comment_for, deliver_op, is_tilegym_layout
 from app.intake import RawSubmission, build_submission, load_spec, reference_module_path
 from app.storage.blobs import sha256_bytes
 from app.storage.database import transaction
@@ -63,6 +65,8 @@ class Decision:
     status: str
     reason: str = ""
     conversion_ids: list[str] = field(default_factory=list)
+    # Work the answer does not wait for (a TileGym delivery), run after it is sent.
+    deferred: Callable[[], None] | None = None
 
 
 def signature_valid(secret: str, body: bytes, header: str) -> bool:
@@ -336,9 +340,68 @@ def announce_failure(
     )
 
 
+def deliver_tilegym_ops(
+    context: ServiceContext, client: GitHubClient, request: PortRequest, row_id: int
+) -> None:
+    """Each requested op delivered as TileGym's cutile-rs backend on a branch; the pull
+    request gets a status per op and a comment with the evidence or the reason."""
+    settings = context.settings
+    outcomes: list[str] = []
+    for op in request.operators:
+        context_name = status_context(op)
+        try:
+            client.commit_status(
+                request.repo, request.head_sha, "pending", context_name, f"porting {op}"
+            )
+            delivered = deliver_op(
+                client, request.repo, request.head_sha, op, settings.github_tilegym_launches
+            )
+            client.comment(request.repo, request.number, comment_for(delivered, request.head_sha))
+            state = "success" if delivered.branch else "failure"
+            summary = f"on {delivered.branch}" if delivered.branch else "not delivered"
+            client.commit_status(request.repo, request.head_sha, state, context_name, summary)
+            outcomes.append(f"{op}: {summary}")
+        except (GitHubError, DeliveryError) as error:
+            log.warning("TileGym delivery of %s failed: %s", op, error)
+            outcomes.append(f"{op}: {error}")
+            try:
+                client.comment(
+                    request.repo, request.number, f"tileport could not deliver `{op}`: {error}"
+                )
+                client.commit_status(
+                    request.repo, request.head_sha, "error", context_name, str(error)
+                )
+            except GitHubError:
+                log.exception("could not report a failed delivery to GitHub")
+    delivered_all = all(": on " in outcome for outcome in outcomes)
+    settle_delivery(
+        context.sessions,
+        row_id,
+        "tilegym",
+        Decision("delivered" if delivered_all else "failed", "; ".join(outcomes)),
+    )
+
+
 def start_ports(
-    context: ServiceContext, client: GitHubClient, request: PortRequest, delivery_id: str
+    context: ServiceContext,
+    client: GitHubClient,
+    request: PortRequest,
+    delivery_id: str,
+    row_id: int,
 ) -> Decision:
+    if is_tilegym_layout(client, request.repo, request.head_sha):
+
+        def deliver() -> None:
+            with GitHubClient(
+                context.settings.github_api_url, context.settings.github_token
+            ) as own:
+                deliver_tilegym_ops(context, own, request, row_id)
+
+        return Decision(
+            "accepted",
+            "TileGym layout: delivering " + ", ".join(request.operators) + " as cutile-rs",
+            deferred=deliver,
+        )
     started: list[str] = []
     failures: list[str] = []
     for operator in request.operators:
@@ -371,7 +434,7 @@ def handle(context: ServiceContext, delivery: Delivery, client: GitHubClient) ->
     try:
         payload = parse_payload(delivery.body)
         action = str(payload.get("action", ""))
-        decision = decide(context, delivery, payload, client)
+        decision = decide(context, delivery, payload, client, row_id)
     except ApiError as error:
         settle_delivery(context.sessions, row_id, action, Decision("rejected", error.message))
         log.warning("webhook delivery %s malformed: %s", delivery.delivery_id, error.message)
@@ -383,7 +446,11 @@ def handle(context: ServiceContext, delivery: Delivery, client: GitHubClient) ->
 
 
 def decide(
-    context: ServiceContext, delivery: Delivery, payload: dict[str, Any], client: GitHubClient
+    context: ServiceContext,
+    delivery: Delivery,
+    payload: dict[str, Any],
+    client: GitHubClient,
+    row_id: int,
 ) -> Decision:
     settings = context.settings
     if delivery.event == "ping":
@@ -399,4 +466,4 @@ def decide(
         request = Decision("ignored", f"event {delivery.event} is not handled")
     if isinstance(request, Decision):
         return request
-    return start_ports(context, client, request, delivery.delivery_id)
+    return start_ports(context, client, request, delivery.delivery_id, row_id)

@@ -20,7 +20,9 @@ PACKAGE_INIT = CUTILE_RS / "__init__.py"
 OP_TESTS = Path("tests/ops")
 _IMPORT_LINE = "    from . import {op}  # noqa: F401  (register dispatch entry)"
 _IMPORT = re.compile(r"^    from \. import (\w+)  # noqa: F401.*$", re.MULTILINE)
-_BACKENDS = re.compile(r'^(?P<indent>[ \t]*)_backends = \["cutile"\]\n', re.MULTILINE)
+_BACKENDS = re.compile(
+    r'^(?P<indent>[ \t]*)_backends = \[(?:"\w+", )*"cutile"(?:, "\w+")*\]\n', re.MULTILINE
+)
 
 
 class CheckoutError(ValueError):
@@ -75,6 +77,12 @@ def local_changes(checkout: Path, paths: list[Path]) -> list[str]:
     """Those of `paths` that differ from HEAD or are untracked, as git lists them."""
     out = _git(checkout, "status", "--porcelain", "--untracked-files=all", "--", *map(str, paths))
     return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def head_text(checkout: Path, path: Path) -> str | None:
+    """`path` as HEAD holds it; None when HEAD has no such file."""
+    listed = _git(checkout, "ls-tree", "--name-only", "HEAD", "--", str(path))
+    return _git(checkout, "show", f"HEAD:{path}") if listed.strip() else None
 
 
 def diff(checkout: Path, paths: list[Path]) -> str:
@@ -143,7 +151,7 @@ def with_backend(test_py: str, path: Path) -> str:
         return test_py
     start = _BACKENDS.search(test_py)
     if start is None:
-        raise CheckoutError(f'{path}: no `_backends = ["cutile"]` to add "cutile-rs" to')
+        raise CheckoutError(f'{path}: no `_backends = [..., "cutile", ...]` to add "cutile-rs" to')
     if "is_backend_available" not in test_py:
         raise CheckoutError(f"{path}: does not import is_backend_available")
     indent = start.group("indent")

@@ -1,21 +1,33 @@
-"""TileGym's `<op>_kernel/ffi.rs` for a port: one `cutile_<op>` C symbol in the
+"""TileGym's `<op>_kernel/ffi.rs` for an op's ports: one C symbol per kernel in the
 style of the crate's own ops (descriptors in, `crate::ffi_util` macros, one
 `dispatch!` arm per element type).
 
-The launch logic is the host builder's binding of the port (`bind_operator`):
-dimension symbols bound from the descriptors, the spec's constants and grid as
-expressions of them, and the divisibilities the port assumes checked before any
-CUDA call (a tensor that breaks one gets `rc::INVALID_ARGS`, never a wrong
-result).
+A symbol takes what `ct.launch` takes: every kernel argument in the kernel's
+order (tensors as `TensorDesc*`, constants and scalars as C numbers) and the
+grid. From them it picks the port's entry as the port spec's variants say
+(their conditions, and the constants an entry was specialised to), checks what
+that entry assumes (ranks, dtypes, extents, divisibilities), and derives the
+entry's generic arguments (constants, element type, launch facts) as the cuTile
+Python launch does. Anything else returns `rc::INVALID_ARGS` before any CUDA
+call: a launch the port was not proven for is never run.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 
 from nodes.host_builder.abi import DType
-from nodes.host_builder.binding import OperatorBinding, Precondition, VariantBinding
+from nodes.host_builder.binding import (
+    FACT_ALIGNMENT,
+    ExtentKind,
+    GenericRule,
+    OperatorBinding,
+    Precondition,
+    VariantBinding,
+)
+from schemas.port_spec import PortSpec
 from schemas.spec_expr import parse
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
@@ -32,34 +44,71 @@ DTYPE_CODES: dict[DType, int] = {
     DType.INT32: 3,
     DType.INT64: 4,
 }
-_SCALAR_TYPES: dict[DType, str] = {
-    DType.INT32: "i32",
-    DType.INT64: "i64",
-    DType.FLOAT32: "f32",
-    DType.FLOAT64: "f64",
+MAX_RANK = 5  # ffi_util's TensorDesc holds five extents
+# C and Rust types of the non-tensor arguments.
+_CONSTANT_TYPES = {"int": ("int64_t", "i64"), "float": ("double", "f64"), "bool": ("bool", "bool")}
+_SCALAR_TYPES: dict[DType, tuple[str, str]] = {
+    DType.INT32: ("int32_t", "i32"),
+    DType.INT64: ("int64_t", "i64"),
+    DType.FLOAT32: ("float", "f32"),
+    DType.FLOAT64: ("double", "f64"),
 }
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
+_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
 class FfiError(ValueError):
     """The port's launch needs something this generator does not write; says what."""
 
 
-def symbol(op: str) -> str:
-    return f"cutile_{op}"
+def kernel_stem(op: str, kernel: str) -> str:
+    """A kernel's name as the op's files call it: `_rms_norm_kernel_gather` of
+    rms_norm is `gather`, `_geglu_fwd_kernel` of geglu is `fwd`."""
+    stem = kernel.strip("_").removesuffix("_kernel").replace("_kernel_", "_")
+    return stem.removeprefix(f"{op}_") if stem != op else stem
+
+
+def symbol(op: str, kernel: str, kernels: int) -> str:
+    """`cutile_<op>` for a one-kernel op, else `cutile_<op>_<stem>`."""
+    return f"cutile_{op}" if kernels == 1 else f"cutile_{op}_{kernel_stem(op, kernel)}"
 
 
 def _variable(name: str) -> str:
     return name.lower()
 
 
+def c_parameters(spec: PortSpec, order: list[str]) -> list[tuple[str, str]]:
+    """Each kernel parameter and its C type ("tensor" for an array), in launch order."""
+    params: list[tuple[str, str]] = []
+    for name in order:
+        if name in spec.arrays:
+            params.append((name, "tensor"))
+        elif name in spec.constants:
+            params.append((name, _CONSTANT_TYPES[spec.constants[name].type][0]))
+        elif name in spec.scalars:
+            dtype = DType.from_spec_name(spec.scalars[name].dtype)
+            if dtype not in _SCALAR_TYPES:
+                raise FfiError(f"scalar {name} of {dtype.spec_name} is not written yet")
+            params.append((name, _SCALAR_TYPES[dtype][0]))
+        else:
+            raise FfiError(f"kernel parameter {name} is not in the port spec")
+    names = [_variable(n) for n, _ in params]
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        raise FfiError(f"parameters {clashes} differ only in case")
+    return params
+
+
 class _Expr:
-    """A spec expression (`cdiv(X_0, BLOCK_SIZE)`) as i64 Rust over bound names."""
+    """A spec expression (`X_0 % 16 == 0 and dtype == 'float16'`) as Rust over the
+    bound extents, the passed constants and `dty`."""
 
     def __init__(self, names: set[str]) -> None:
         self.names = names
 
-    def rust(self, value: str | int) -> str:
+    def rust(self, value: str | int | bool) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
         if isinstance(value, int):
             return f"{value}_i64"
         return self._node(parse(value), value)
@@ -67,143 +116,220 @@ class _Expr:
     def _node(self, node: ast.expr, text: str) -> str:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return f"{node.value}_i64"
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            return "true" if node.value else "false"
+        if isinstance(node, ast.Constant) and type(node.value) is float:
+            return f"{node.value!r}_f64"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return f'"{_dtype_name(node.value, text)}"'
+        if isinstance(node, ast.Name) and node.id == "dtype":
+            return "dty"
         if isinstance(node, ast.Name) and node.id in self.names:
             return _variable(node.id)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             op = _BINARY[type(node.op)]
             return f"({self._node(node.left, text)} {op} {self._node(node.right, text)})"
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
+            left = self._node(node.left, text)
+            right = self._node(node.comparators[0], text)
+            return f"({left} {_COMPARE[type(node.ops[0])]} {right})"
+        if isinstance(node, ast.BoolOp):
+            joiner = " && " if isinstance(node.op, ast.And) else " || "
+            return "(" + joiner.join(self._node(v, text) for v in node.values) + ")"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return f"!{self._node(node.operand, text)}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             args = [self._node(a, text) for a in node.args]
             if node.func.id == "cdiv" and len(args) == 2:
                 return f"(({args[0]} + {args[1]} - 1) / {args[1]})"
-            if node.func.id == "next_pow2" and len(args) == 1:
-                return f"(({args[0]}).max(1) as u64).next_power_of_two() as i64"
             if node.func.id in ("min", "max") and len(args) == 2:
                 return f"{args[0]}.{node.func.id}({args[1]})"
-        raise FfiError(f"the launch expression {text!r} is not one this generator writes")
+        raise FfiError(f"the expression {text!r} is not one this generator writes")
 
 
-def _single_variant(binding: OperatorBinding) -> VariantBinding:
-    if len(binding.variants) != 1:
-        raise FfiError(
-            f"{len(binding.variants)} variants: the TileGym launcher is written for a port "
-            "with one variant"
-        )
-    variant = binding.variants[0]
-    if variant.when.strip() != "True":
-        raise FfiError(
-            f"variant {variant.name} is launched only when {variant.when}: a dispatch "
-            "condition is not written yet"
-        )
-    if binding.uses_num_sms or any(a.is_list for a in binding.arrays):
-        raise FfiError("a grid over the SM count or a list of arrays is not written yet")
-    return variant
-
-
-def _precondition(pre: Precondition) -> tuple[str, str]:
-    """The Rust condition a precondition needs, and how it reads in a comment."""
-    desc = f"{pre.array}_d"
-    if pre.kind == "address":
-        return f"{desc}.ptr % {pre.divisor} == 0", f"`{pre.array}` {pre.divisor}-byte aligned"
-    if pre.kind == "shape":
-        return (
-            f"{desc}.shape[{pre.dim}] % {pre.divisor} == 0",
-            f"`{pre.array}.shape[{pre.dim}]` a multiple of {pre.divisor}",
-        )
-    if pre.kind == "stride":
-        return (
-            f"{desc}.strides[{pre.dim}] % {pre.divisor} == 0",
-            f"`{pre.array}.stride[{pre.dim}]` a multiple of {pre.divisor}",
-        )
-    raise FfiError(f"a {pre.kind} precondition is not written yet")
-
-
-def assumptions(binding: OperatorBinding) -> list[str]:
-    """What the port assumes of its tensors, in words (for the wrapper's docstring)."""
-    variant = _single_variant(binding)
-    facts = [_precondition(p)[1] for p in variant.preconditions]
-    facts += [
-        f"`{a.name}` unit stride in dim {a.unit_stride_dim}"
-        for a in binding.arrays
-        if a.unit_stride_dim is not None
-    ]
-    return facts
+def _dtype_name(spec_name: str, text: str) -> str:
+    try:
+        return ELEMENT_NAMES[DType.from_spec_name(spec_name)]
+    except (KeyError, ValueError):
+        raise FfiError(f"{text!r}: {spec_name!r} is not an element type of ffi_util") from None
 
 
 def element_types(binding: OperatorBinding) -> list[DType]:
-    """The dtypes the port takes for its element-type generic (spec order)."""
-    variant = _single_variant(binding)
-    typed = next((g.arrays for g in variant.generics if g.kind == "element"), ())
-    if not typed:
-        return []
-    allowed = variant.allowed_dtypes.get(typed[0], ())
-    missing = [d.spec_name for d in allowed if d not in ELEMENT_NAMES]
-    if missing:
-        raise FfiError(f"element types {missing} have no cutile-rs dispatch arm in ffi_util")
-    return list(allowed)
+    """The dtypes the port's element-type generic takes, over all its entries."""
+    found: list[DType] = []
+    for variant in binding.variants:
+        typed = next((g.arrays for g in variant.generics if g.kind == "element"), ())
+        for dtype in variant.allowed_dtypes.get(typed[0], ()) if typed else ():
+            if dtype not in ELEMENT_NAMES:
+                raise FfiError(f"element type {dtype.spec_name} has no dispatch arm in ffi_util")
+            if dtype not in found:
+                found.append(dtype)
+    return found
 
 
-def render_ffi(op: str, binding: OperatorBinding, module: str, source: str) -> str:
-    """The ffi.rs text (rustfmt decides the final layout)."""
-    variant = _single_variant(binding)
-    sym = symbol(op)
-    arrays = [a.name for a in binding.arrays]
-    element = next((g for g in variant.generics if g.kind == "element"), None)
-    if element is None:
-        raise FfiError("a port without an element-type generic is not written yet")
-    typed = list(element.arrays)
-    bound = set(binding.bound_symbols)
-    exprs = _Expr(bound | {name for name, _, _ in variant.constants})
+def _precondition(pre: Precondition) -> str:
+    desc = f"{pre.array}_d"
+    if pre.kind == "address":
+        return f"{desc}.ptr % {pre.divisor} == 0"
+    if pre.kind == "shape":
+        return f"{desc}.shape[{pre.dim}] % {pre.divisor} == 0"
+    if pre.kind == "stride":
+        return f"{desc}.strides[{pre.dim}] % {pre.divisor} == 0"
+    raise FfiError(f"a {pre.kind} precondition is not written yet")
 
-    lines = [
-        "// SPDX-License-Identifier: MIT",
-        "",
-        "//",
-        f"// FFI export for the {op} kernel — one C-ABI symbol `{sym}`.",
-        "//",
-        *textwrap.wrap(
-            f"Generated by tileport from its port of `{variant.entry}` ({source}). The "
-            "extents, constants and grid are derived from the descriptors as the cutile "
-            "launch derives them; tensors that break what the port assumes get "
-            "rc::INVALID_ARGS before any CUDA call.",
-            width=88,
-            initial_indent="// ",
-            subsequent_indent="// ",
-        ),
-        "",
-        "use core::ffi::c_void;",
-        "use cuda_async::device_buffer::DevicePointer;",
-        "use cuda_core::{Device, Stream};",
-    ]
-    halves = sorted(
-        {ELEMENT_NAMES[d] for d in element_types(binding)} & {"f16", "bf16"},
-        key=["bf16", "f16"].index,
-    )
-    if halves:
-        lines.append(f"use cutile::half::{{{', '.join(halves)}}};")
+
+def _fact(rule: GenericRule) -> str:
+    """The launch fact cuTile Python states for an array (`binding.fact_value`)."""
+    desc = f"{rule.array}_d"
+    if rule.extent is ExtentKind.ADDRESS:
+        return f"fact({desc}.ptr as i64)"
+    if rule.extent is ExtentKind.SHAPE:
+        return f"fact({desc}.shape[{rule.dim}])"
+    return f"stride_fact({desc}.strides[{rule.dim}], dtype_elem_size({desc}.dtype) as i64)"
+
+
+_FACT_HELPERS = f"""
+/// The divisibility cuTile Python states at launch for an address or extent:
+/// {FACT_ALIGNMENT}, or nothing (1). A port compiled for it takes it as a generic.
+fn fact(value: i64) -> i64 {{
+    if value % {FACT_ALIGNMENT} == 0 {{ {FACT_ALIGNMENT} }} else {{ 1 }}
+}}
+
+/// The same for a stride, in elements: {FACT_ALIGNMENT} bytes' worth, or nothing.
+fn stride_fact(stride: i64, itemsize: i64) -> i64 {{
+    if stride == 1 || (stride * itemsize) % {FACT_ALIGNMENT} != 0 {{
+        1
+    }} else {{
+        ({FACT_ALIGNMENT} / itemsize).max(1)
+    }}
+}}
+"""
+
+
+def _generic(rule: GenericRule) -> str:
+    if rule.kind == "element":
+        return "dty.to_string()"
+    if rule.kind == "constant" and rule.constant:
+        return f"{_variable(rule.constant)}.to_string()"
+    if rule.kind == "element_bytes":
+        return f"dtype_elem_size({rule.arrays[0]}_d.dtype).to_string()"
+    if rule.kind == "fact" and rule.array and rule.extent:
+        return f"{_fact(rule)}.to_string()"
+    raise FfiError(f"generic {rule.name} ({rule.kind}) is not written yet")
+
+
+def _arguments(variant: VariantBinding) -> list[str]:
+    args: list[str] = []
+    for source in variant.params:
+        if source.kind == "pointer":
+            args.append(f"{source.array}_dp")
+        elif source.kind == "shape":
+            args.append(f"{source.array}_d.dim({source.dim})")
+        elif source.kind == "stride":
+            args.append(f"{source.array}_d.strides[{source.dim}] as i32")
+        elif source.kind == "scalar" and source.scalar:
+            name = _variable(source.scalar)
+            args.append(f"{name} as {source.reinterpret}" if source.reinterpret else name)
+        else:
+            raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
+    return args
+
+
+def _launch(sym: str, variant: VariantBinding, element: str) -> list[str]:
+    """One entry's launch, on `stream`, evaluating to its rc."""
+    lines = [f"// {variant.entry}: variant {variant.name}"]
+    for source in variant.params:
+        if source.kind == "pointer":
+            pointee = element if source.pointee == "E" else source.pointee
+            lines.append(
+                f"let {source.array}_dp: DevicePointer<{pointee}> = "
+                f"unsafe {{ DevicePointer::from_cu_deviceptr({source.array}_d.ptr) }};"
+            )
+    order = ", ".join(r.name for r in variant.generics)
+    lines.append(f"// generics: <{order}>")
+    lines.append(f"let generics = vec![{', '.join(_generic(r) for r in variant.generics)}];")
     lines += [
-        "use cutile::prelude::*;",
-        "use cutile::tile_kernel::{CompileOptions, TileKernel};",
-        "",
-        "use crate::ffi_util::{TensorDesc, rc};",
-        f"use {module}::{variant.entry};",
-        "",
+        "let opts = crate::compile_options!(occupancy, num_cta_in_cga);",
+        f"let op = unsafe {{ {variant.entry}({', '.join(_arguments(variant))}) }}",
+        "    .generics(generics)",
+        "    .grid((grid_x, grid_y, grid_z))",
+        "    .compile_options(opts);",
+        "match op.sync_on(&stream) {",
+        "    Ok(_) => rc::OK,",
+        "    Err(e) => {",
+        f'        eprintln!("{sym}: launch failed: {{e:?}}");',
+        "        rc::LAUNCH_FAILED",
+        "    }",
+        "}",
+    ]
+    return lines
+
+
+def _unwrapped(code: str) -> str:
+    """`code` without one pair of parentheses around all of it."""
+    if not (code.startswith("(") and code.endswith(")")):
+        return code
+    depth = 0
+    for index, char in enumerate(code):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and index < len(code) - 1:
+            return code  # the first parenthesis closes before the end
+    return code[1:-1]
+
+
+def _condition(variant: VariantBinding, exprs: _Expr, spec: PortSpec) -> str:
+    parts = [] if variant.when.strip() == "True" else [exprs.rust(variant.when)]
+    for name, value in variant.literals:
+        kind = spec.constants[name].type if name in spec.constants else "int"
+        literal = ("true" if value else "false") if kind == "bool" else str(value)
+        parts.append(f"{_variable(name)} == {literal}")
+    if len(parts) == 1:
+        return _unwrapped(parts[0])
+    return " && ".join(parts) or "true"
+
+
+def render_ffi(
+    sym: str,
+    spec: PortSpec,
+    order: list[str],
+    binding: OperatorBinding,
+    module: str,
+    source: str,
+) -> str:
+    """The text of one kernel's `#[no_mangle]` function (rustfmt decides the layout)."""
+    if binding.uses_num_sms or any(a.is_list for a in binding.arrays):
+        raise FfiError("a grid over the SM count or a list of arrays is not written yet")
+    params = c_parameters(spec, order)
+    arrays = [a.name for a in binding.arrays]
+    deep = [a.name for a in binding.arrays if a.rank > MAX_RANK]
+    if deep:
+        raise FfiError(f"{', '.join(deep)}: rank above ffi_util's {MAX_RANK}")
+    dtypes = element_types(binding)
+    typed = next(
+        (g.arrays for v in binding.variants for g in v.generics if g.kind == "element"), ()
+    )
+    if not typed:
+        raise FfiError("a port without an element-type generic is not written yet")
+    exprs = _Expr(set(binding.bound_symbols) | set(spec.constants) | set(spec.scalars))
+
+    entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
+    lines = [
+        *textwrap.wrap(
+            f"`{sym}`: `ct.launch` of `{spec.kernel}` ({source}) on its port ({entries}).",
+            width=88,
+            initial_indent="/// ",
+            subsequent_indent="/// ",
+        ),
         "#[unsafe(no_mangle)]",
         f'pub unsafe extern "C" fn {sym}(',
     ]
-    lines += [f"    {name}: *const TensorDesc," for name in arrays]
-    passed = [s.name for s in binding.scalars if s.constant]
-    if passed:
-        raise FfiError(
-            f"constants the host passes ({', '.join(passed)}) are not written into TileGym's "
-            "FFI yet"
-        )
-    for scalar in binding.scalars:
-        rust = _SCALAR_TYPES.get(scalar.dtype)
-        if rust is None:
-            raise FfiError(f"scalar {scalar.name} of {scalar.dtype.spec_name} is not written yet")
-        lines.append(f"    {scalar.name}: {rust},")
+    for name, ctype in params:
+        rust = "*const TensorDesc" if ctype == "tensor" else _rust_type(ctype)
+        lines.append(f"    {_variable(name) if ctype != 'tensor' else name}: {rust},")
     lines += [
+        "    grid_x: u32,",
+        "    grid_y: u32,",
+        "    grid_z: u32,",
         "    // compile options: <=0 means auto/default",
         "    num_cta_in_cga: i32,",
         "    occupancy: i32,",
@@ -216,127 +342,150 @@ def render_ffi(op: str, binding: OperatorBinding, module: str, source: str) -> s
     lines.append(f"    let ({descs}) = crate::deref_descs!({', '.join(arrays)});")
     lines.append(f"    let dty: &'static str = crate::resolve_dtype!({typed[0]}_d);")
     checks: list[str] = []
+    fixed: dict[str, set[DType]] = {}
+    for variant in binding.variants:
+        for name, allowed in variant.allowed_dtypes.items():
+            if name not in typed:
+                fixed.setdefault(name, set()).update(allowed)
     for array in binding.arrays:
         checks.append(f"{array.name}_d.ndim != {array.rank}")
         if array.name in typed[1:]:
             checks.append(f"{array.name}_d.dtype != {typed[0]}_d.dtype")
-        fixed = variant.allowed_dtypes.get(array.name, ())
-        if array.name not in typed and len(fixed) == 1:
-            code = DTYPE_CODES.get(fixed[0])
+        if len(fixed.get(array.name, ())) == 1:
+            [only] = fixed[array.name]
+            code = DTYPE_CODES.get(only)
             if code is None:
-                raise FfiError(f"{array.name}: {fixed[0].spec_name} has no ffi_util dtype code")
+                raise FfiError(f"{array.name}: {only.spec_name} has no ffi_util dtype code")
             checks.append(f"{array.name}_d.dtype != {code}")
     lines.append("    // Rank and dtype of every descriptor, as the port was compiled for.")
     lines.append(f"    if {' || '.join(checks)} {{")
     lines.append("        return rc::INVALID_ARGS;")
     lines.append("    }")
 
-    lines.append("    // Dimension symbols of the port spec, bound from the descriptors.")
+    bound: list[str] = []
     extent_checks: list[str] = []
     for array in binding.arrays:
         for rule in array.dims:
             extent = f"{array.name}_d.shape[{rule.dim}]"
             if rule.binds:
-                lines.append(f"    let {_variable(rule.binds)}: i64 = {extent};")
+                bound.append(f"    let {_variable(rule.binds)}: i64 = {extent};")
             elif rule.expected is not None:
                 extent_checks.append(f"{extent} != {exprs.rust(rule.expected)}")
+    if bound:
+        lines.append("    // Dimension symbols of the port spec, bound from the descriptors.")
+        lines += bound
     if extent_checks:
         lines.append(f"    if {' || '.join(extent_checks)} {{")
         lines.append("        return rc::INVALID_ARGS;")
         lines.append("    }")
-
-    facts = [_precondition(p)[0] for p in variant.preconditions]
-    facts += [
+    unit = [
         f"{a.name}_d.strides[{a.unit_stride_dim}] == 1"
         for a in binding.arrays
         if a.unit_stride_dim is not None
     ]
-    if facts:
-        lines.append("    // What the port assumes (the recorded launches' alignment and extents).")
-        joined = " && ".join(facts)
-        lines.append(f"    if !({joined}) {{")
-        lines.append("        return rc::INVALID_ARGS;")
+    if unit:
+        lines.append(f"    if !({' && '.join(unit)}) {{")
+        lines.append("        return rc::INVALID_ARGS; // the port reads these rows contiguously")
         lines.append("    }")
 
-    used = {g.constant for g in variant.generics if g.kind == "constant"}
-    used |= {n for axis in variant.grid if isinstance(axis, str) for n in _names(axis)}
-    for name, kind, value in variant.constants:
-        if name not in used:
-            continue
-        if kind != "int" or isinstance(value, float | bool):
-            raise FfiError(f"constant {name} ({kind}) is not written yet")
-        lines.append(f"    let {_variable(name)}: i64 = {exprs.rust(value)};")
-    grid = [exprs.rust(axis) for axis in variant.grid]
-    lines.append(f"    let grid: [i64; 3] = [{', '.join(grid)}];")
-    lines.append("    if grid.contains(&0) {")
-    lines.append("        return rc::OK; // nothing to launch")
-    lines.append("    }")
-    lines.append("    if grid.iter().any(|&g| g < 0 || g > i64::from(u32::MAX)) {")
-    lines.append("        return rc::INVALID_ARGS;")
-    lines.append("    }")
-    lines.append("")
-    lines.append("    crate::setup_device_stream!(device, stream, device_id, raw_stream);")
-    lines.append("")
-    lines += _dispatch(op, variant)
-    names = ", ".join(ELEMENT_NAMES[d] for d in element_types(binding))
+    single = len(binding.variants) == 1 and _condition(binding.variants[0], exprs, spec) == "true"
+    if not single:
+        lines.append("    // The entry that takes this launch: the port spec's variants, in order.")
+        arms = [
+            f"if {_condition(v, exprs, spec)} {{ {i} }}" for i, v in enumerate(binding.variants)
+        ]
+        lines.append("    let variant: usize = " + " else ".join(arms) + " else {")
+        lines.append("        return rc::INVALID_ARGS; // no variant of the port was proven for it")
+        lines.append("    };")
+    for index, variant in enumerate(binding.variants):
+        facts = [_precondition(p) for p in variant.preconditions]
+        if facts:
+            guard = "" if single else f"variant == {index} && "
+            lines.append(f"    // What {variant.entry} assumes of its tensors.")
+            lines.append(f"    if {guard}!({' && '.join(facts)}) {{")
+            lines.append("        return rc::INVALID_ARGS;")
+            lines.append("    }")
+    lines += [
+        "    if grid_x == 0 || grid_y == 0 || grid_z == 0 {",
+        "        return rc::OK; // nothing to launch",
+        "    }",
+        "",
+        "    crate::setup_device_stream!(device, stream, device_id, raw_stream);",
+        "",
+        "    macro_rules! dispatch {",
+        "        ($E:ty) => {{",
+    ]
+    if single:
+        lines += [f"            {line}" for line in _launch(sym, binding.variants[0], "$E")]
+    else:
+        lines.append("            match variant {")
+        for index, variant in enumerate(binding.variants):
+            head = f"{index}" if index < len(binding.variants) - 1 else "_"
+            lines.append(f"                {head} => {{")
+            lines += [f"                    {line}" for line in _launch(sym, variant, "$E")]
+            lines.append("                }")
+        lines.append("            }")
+    lines += ["        }};", "    }", ""]
+    names = ", ".join(ELEMENT_NAMES[d] for d in dtypes)
     lines.append(f"    crate::dispatch_by_dtype!(dty, dispatch, {names})")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _names(text: str) -> set[str]:
-    return {n.id for n in ast.walk(parse(text)) if isinstance(n, ast.Name)}
+def _rust_type(ctype: str) -> str:
+    for c_name, rust in [*_CONSTANT_TYPES.values(), *_SCALAR_TYPES.values()]:
+        if c_name == ctype:
+            return rust
+    raise FfiError(f"no Rust type for {ctype}")
 
 
-def _dispatch(op: str, variant: VariantBinding) -> list[str]:
-    lines = ["    macro_rules! dispatch {", "        ($E:ty) => {{"]
-    pointers = [s for s in variant.params if s.kind == "pointer"]
-    for source in pointers:
-        pointee = "$E" if source.pointee == "E" else source.pointee
+def render_file(op: str, functions: list[str], uses: dict[str, list[str]], source: str) -> str:
+    """ffi.rs: the header, the imports the functions need (`uses`: each kernel module
+    and the entries taken from it), the functions."""
+    body = "\n".join(functions)
+    arms = {
+        n
+        for m in re.findall(r"dispatch_by_dtype!\(dty, dispatch, ([^)]*)\)", body)
+        for n in m.split(", ")
+    }
+    halves = [h for h in ("bf16", "f16") if h in arms]
+    lines = [
+        "// SPDX-License-Identifier: MIT",
+        "",
+        "//",
+        f"// FFI export for the {op} kernels: one C-ABI symbol per kernel.",
+        "//",
+        *textwrap.wrap(
+            f"Generated by tileport from its ports of {source}'s kernels. Each symbol "
+            "takes what ct.launch takes and launches the port's entry the port spec "
+            "chooses; a launch the port was not proven for gets rc::INVALID_ARGS before "
+            "any CUDA call.",
+            width=88,
+            initial_indent="// ",
+            subsequent_indent="// ",
+        ),
+        "",
+        "use core::ffi::c_void;",
+        "use cuda_async::device_buffer::DevicePointer;",
+        "use cuda_core::Stream;",
+    ]
+    if halves:
+        lines.append(f"use cutile::half::{{{', '.join(halves)}}};")
+    lines += [
+        "use cutile::prelude::*;",
+        "use cutile::tile_kernel::{CompileOptions, TileKernel};",
+        "",
+    ]
+    util = ["TensorDesc", "rc"] + (["dtype_elem_size"] if "dtype_elem_size(" in body else [])
+    lines.append(f"use crate::ffi_util::{{{', '.join(sorted(util, key=str.lower))}}};")
+    for module, entries in uses.items():
+        names = sorted(set(entries))
         lines.append(
-            f"            let {source.array}_dp: DevicePointer<{pointee}> = "
-            f"unsafe {{ DevicePointer::from_cu_deviceptr({source.array}_d.ptr) }};"
+            f"use {module}::{names[0]};"
+            if len(names) == 1
+            else f"use {module}::{{{', '.join(names)}}};"
         )
-    generics: list[str] = []
-    for rule in variant.generics:
-        if rule.kind == "element":
-            generics.append("dty.to_string()")
-        elif rule.kind == "constant" and rule.constant:
-            generics.append(f"{_variable(rule.constant)}.to_string()")
-        else:
-            raise FfiError(f"generic {rule.name} ({rule.kind}) is not written yet")
-    order = ", ".join(r.name for r in variant.generics)
+    if "fact(" in body:
+        lines.append(_FACT_HELPERS)
     lines.append("")
-    lines.append(f"            // generics: <{order}>")
-    lines.append(f"            let generics = vec![{', '.join(generics)}];")
-    lines.append("            let opts = crate::compile_options!(occupancy, num_cta_in_cga);")
-    args: list[str] = []
-    for source in variant.params:
-        if source.kind == "pointer":
-            args.append(f"{source.array}_dp")
-        elif source.kind == "shape":
-            args.append(f"{source.array}_d.dim({source.dim})")
-        elif source.kind == "stride":
-            args.append(f"{source.array}_d.strides[{source.dim}] as i32")
-        elif source.kind == "scalar" and source.scalar:
-            args.append(
-                f"{source.scalar} as {source.reinterpret}" if source.reinterpret else source.scalar
-            )
-        else:
-            raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
-    lines.append("")
-    lines.append(f"            let op = unsafe {{ {variant.entry}({', '.join(args)}) }}")
-    lines.append("            .generics(generics)")
-    lines.append("            .grid((grid[0] as u32, grid[1] as u32, grid[2] as u32))")
-    lines.append("            .compile_options(opts);")
-    lines.append("            match op.sync_on(&stream) {")
-    lines.append("                Ok(_) => rc::OK,")
-    lines.append("                Err(e) => {")
-    lines.append(f'                    eprintln!("{symbol(op)}: launch failed: {{e:?}}");')
-    lines.append("                    rc::LAUNCH_FAILED")
-    lines.append("                }")
-    lines.append("            }")
-    lines.append("        }};")
-    lines.append("    }")
-    lines.append("")
-    return lines
+    return "\n".join(lines) + "\n" + body

@@ -17,23 +17,34 @@ class KernelRsError(ValueError):
     """The lifted text is not the shape this adapter expects."""
 
 
-def module_name(op: str) -> str:
-    return f"{op}_module"
+def module_name(op: str, stem: str | None = None) -> str:
+    """`<op>_module`, or `<op>_<stem>_module` for one kernel of several."""
+    return f"{op}_{stem}_module" if stem else f"{op}_module"
 
 
-def adapt_kernel(op: str, lifted: str, report: PortReport, source: str) -> str:
-    """kernel.rs for `<op>_kernel/`, from the lifter's kernel.rs of `report`."""
+def adapt_kernel(module: str, lifted: str, report: PortReport, source: str) -> str:
+    """One kernel's module for `<op>_kernel/kernel.rs`, from the lifter's kernel.rs of
+    `report`, headed by where it comes from and how it was checked."""
     body = _HEADER.sub("", lifted, count=1)
     if len(_MODULE.findall(body)) != 1:
         raise KernelRsError(f"{report.kernel}: kernel.rs does not hold one #[cutile::module]")
-    body = _MODULE.sub(lambda m: m.group(1) + module_name(op), body, count=1)
+    body = _MODULE.sub(lambda m: m.group(1) + module, body, count=1)
     level = report.level_line() or report.summary
     header = [
+        f"// `{report.kernel}` ({source}), lifted from its Tile IR by tileport's kernel",
+        "// writer (deterministic, no LLM).",
+        f"// Checked against the cuTile Python reference: {level}.",
+    ]
+    return "\n".join(header) + "\n" + body
+
+
+def kernel_file(op: str, modules: list[str]) -> str:
+    """kernel.rs: the licence line, then each kernel's module."""
+    head = [
         "// SPDX-License-Identifier: MIT",
         "",
         "//",
-        f"// {op} — the cutile-rs port of `{report.kernel}` ({source}),",
-        "// lifted from its Tile IR by tileport's kernel writer (deterministic, no LLM).",
-        f"// Checked against the cuTile Python reference: {level}.",
+        f"// {op}: the cutile-rs ports of its kernels.",
+        "//",
     ]
-    return "\n".join(header) + "\n\n" + body
+    return "\n".join(head) + "\n\n" + "\n\n".join(modules)

@@ -1,27 +1,21 @@
 """An op of TileGym's cutile backend, read from its unmodified source as syntax.
 
 `find_op` maps an op name to the module(s) under `ops/cutile/` that register it
-with `@register_impl("<op>", backend="cutile")`. `host_launch` reads how the
-registered function reaches `ct.launch` of one kernel: which of the op's tensors,
-through which reshapes and allocations, become the kernel's arrays, and what the
-op returns. Nothing is imported: TileGym needs torch and a GPU to import.
+with `@register_impl("<op>", backend="cutile")`. `host_code` takes the module's
+host side as it is written: the registered function and every module-level
+function, class, constant and import it reaches, leaving out the `@ct.kernel`
+functions (and what only they use). Nothing is imported: TileGym needs torch
+and a GPU to import.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeGuard
 
 CUTILE_OPS = Path("tilegym/ops/cutile")
-
-# Calls a traced host statement may make: views and copies of tensors, and new
-# tensors shaped like them. Anything else is host logic this generator does not
-# restate, and the op is refused with the statement's line.
-_TENSOR_METHODS = frozenset({"reshape", "view", "contiguous", "flatten", "numel", "size"})
-_TORCH_ALLOCATORS = frozenset({"empty_like", "zeros_like", "empty", "zeros"})
-_TENSOR_ATTRIBUTES = frozenset({"shape", "device", "dtype"})
 
 
 class OpSourceError(ValueError):
@@ -40,14 +34,12 @@ class OpModule:
 
 
 @dataclass(frozen=True)
-class HostLaunch:
-    """How the op's registered function launches one kernel."""
+class HostCode:
+    """The host side of an op's module, ready to be written into another module."""
 
-    kernel: str
-    arguments: dict[str, str]  # kernel parameter -> the host expression passed
-    statements: list[str]  # the host statements the arrays and the result need, in order
-    result: str  # the expression the op returns
-    roots: dict[str, str]  # kernel array -> the op parameter it is derived from
+    imports: list[str]  # absolute imports of the names the code uses
+    body: str  # the kept statements in source order, comments and layout as written
+    kernels: list[str]  # the kernels it launches, by name
 
 
 def _registers(decorator: ast.expr, op: str) -> bool:
@@ -102,155 +94,180 @@ def op_kernels(module: OpModule) -> list[str]:
     return sorted(reached & kernels)
 
 
-def _is_launch_of(node: ast.AST, kernel: str) -> TypeGuard[ast.Call]:
+def _bound_names(node: ast.stmt) -> list[str]:
+    """The module-level names a top-level statement defines."""
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [
+            n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)
+        ]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    return []
+
+
+def _absolute(module: OpModule, node: ast.ImportFrom) -> str:
+    """The module an import names, relative imports resolved against the op's package."""
+    if not node.level:
+        return node.module or ""
+    package = list(module.path.with_suffix("").parts[:-1])
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _import_of(module: OpModule, node: ast.Import | ast.ImportFrom, used: set[str]) -> str:
+    """The import statement bringing in only the `used` names it binds."""
+    names = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
+    if isinstance(node, ast.Import):
+        return ast.unparse(ast.Import(names=names))
+    return ast.unparse(ast.ImportFrom(module=_absolute(module, node), names=names, level=0))
+
+
+def _launched(node: ast.AST) -> bool:
+    """Whether `node` is a `ct.launch(stream, grid, kernel, args)`."""
     return (
-        isinstance(node, ast.Call)
-        and ast.unparse(node.func) == "ct.launch"
-        and len(node.args) == 4
-        and isinstance(node.args[2], ast.Name)
-        and node.args[2].id == kernel
+        isinstance(node, ast.Call) and ast.unparse(node.func) == "ct.launch" and len(node.args) == 4
     )
 
 
-def _functions(tree: ast.Module) -> list[ast.FunctionDef]:
-    return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+def _refuse_kernel_values(module: OpModule, statement: ast.stmt, kernels: set[str]) -> None:
+    """A kernel may be launched, or named and then launched (`k = _a if c else _b`);
+    one whose hints are replaced or that is handed to another function (cuTile's
+    autotuner) is not something a port stands in for yet."""
+    for node in ast.walk(statement):
+        inner: list[ast.expr] = []
+        if isinstance(node, ast.Attribute):
+            inner.append(node.value)
+        if isinstance(node, ast.Call) and not _launched(node):
+            inner += [*node.args, *(k.value for k in node.keywords)]
+        for value in inner:
+            if isinstance(value, ast.Name) and value.id in kernels:
+                raise OpSourceError(
+                    f"{module.path}:{getattr(node, 'lineno', '?')}: `{ast.unparse(node)}` "
+                    f"hands the kernel {value.id} to other code than ct.launch (autotuned "
+                    "hints are not ported yet)"
+                )
 
 
-def _caller_arguments(module: OpModule, launcher: ast.FunctionDef) -> dict[str, str]:
-    """The launcher's parameters as the op's own: the launcher itself, or the
-    `forward` of an autograd Function the op calls as `Cls.apply(...)`."""
-    if launcher is module.function:
-        return {p: p for p in module.parameters}
-    for node in ast.walk(module.function):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "apply"
-            and launcher.name == "forward"
-        ):
-            params = [a.arg for a in launcher.args.args][1:]  # after ctx
-            given = [ast.unparse(a) for a in node.args]
-            if len(given) == len(params) and all(g in module.parameters for g in given):
-                return dict(zip(params, given, strict=True))
-    raise OpSourceError(
-        f"{module.path}: {launcher.name} (line {launcher.lineno}) launches the kernel, "
-        f"but the registered {module.function.name} does not call it with its own tensors"
-    )
-
-
-class _Tracer(ast.NodeVisitor):
-    """Collects the names an expression reads, refusing calls outside the allowed set."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.names: set[str] = set()
-
-    def visit_Name(self, node: ast.Name) -> None:
-        self.names.add(node.id)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if ast.unparse(node.value) == "torch":
-            return  # torch.float32 and the like
-        if node.attr not in _TENSOR_ATTRIBUTES | _TENSOR_METHODS:
-            raise self._refuse(node)
-        self.visit(node.value)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if isinstance(func, ast.Attribute) and ast.unparse(func.value) == "torch":
-            if func.attr not in _TORCH_ALLOCATORS:
-                raise self._refuse(node)
-        elif not (isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS):
-            raise self._refuse(node)
-        self.visit(func)
-        for arg in [*node.args, *(k.value for k in node.keywords)]:
-            self.visit(arg)
-
-    def _refuse(self, node: ast.AST) -> OpSourceError:
-        return OpSourceError(
-            f"{self.path}:{getattr(node, 'lineno', '?')}: `{ast.unparse(node)}` is host logic "
-            "the wrapper generator does not restate (it restates reshapes, views and "
-            "allocations of the op's tensors)"
-        )
-
-
-def host_launch(
-    module: OpModule, kernel: str, parameters: list[str], arrays: set[str]
-) -> HostLaunch:
-    """Where the op launches `kernel` with `parameters` (the kernel's, in order), and
-    how the host derives the `arrays` among them (constants and scalars are the FFI's)."""
-    # Each launch with its innermost enclosing function (walked outermost first).
-    by_call: dict[int, tuple[ast.FunctionDef, ast.Call]] = {}
-    for function in _functions(module.tree):
-        for node in ast.walk(function):
-            if _is_launch_of(node, kernel):
-                by_call[id(node)] = (function, node)
-    sites = list(by_call.values())
-    if len(sites) != 1:
-        raise OpSourceError(
-            f"{module.path}: {len(sites)} ct.launch calls of {kernel}; the wrapper is "
-            "generated for an op that launches its kernel from one place"
-        )
-    launcher, call = sites[0]
-    packed = call.args[3]
-    if not isinstance(packed, ast.Tuple) or len(packed.elts) != len(parameters):
-        raise OpSourceError(
-            f"{module.path}:{call.lineno}: the launch does not pass {kernel}'s "
-            f"{len(parameters)} arguments as one tuple"
-        )
-    caller = _caller_arguments(module, launcher)
-    assignments = {
-        target.id: stmt
-        for stmt in ast.walk(launcher)
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-        for target in stmt.targets
-        if isinstance(target, ast.Name)
+def host_code(module: OpModule, source: str) -> HostCode:
+    """The statements the registered function needs, from `source` (the module's text)."""
+    top: dict[str, ast.stmt] = {}
+    for statement in module.tree.body:
+        for name in _bound_names(statement):
+            top.setdefault(name, statement)
+    kernels = {n.name for n in module.tree.body if isinstance(n, ast.FunctionDef) and _is_kernel(n)}
+    # `ct` of a routed `ct.launch` is not a use of cuda.tile: the launch is replaced.
+    launch_names = {
+        id(n.func.value)
+        for n in ast.walk(module.tree)
+        if _launched(n) and isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
     }
-    result = next(
-        (s.value for s in ast.walk(launcher) if isinstance(s, ast.Return) and s.value), None
+    kept: dict[int, ast.stmt] = {id(module.function): module.function}
+    used: set[str] = set()
+    pending: list[ast.AST] = [module.function]
+    while pending:
+        for node in ast.walk(pending.pop()):
+            if not isinstance(node, ast.Name) or node.id in used or id(node) in launch_names:
+                continue
+            used.add(node.id)
+            defined = top.get(node.id)
+            if defined is None or node.id in kernels or id(defined) in kept:
+                continue
+            kept[id(defined)] = defined
+            if not isinstance(defined, ast.Import | ast.ImportFrom):
+                pending.append(defined)
+    imports = [
+        _import_of(module, s, used)
+        for s in module.tree.body
+        if id(s) in kept and isinstance(s, ast.Import | ast.ImportFrom)
+    ]
+    code = [
+        s
+        for s in module.tree.body
+        if id(s) in kept and not isinstance(s, ast.Import | ast.ImportFrom)
+    ]
+    launched = sorted(
+        {n.id for s in code for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in kernels}
     )
-    if result is None:
-        raise OpSourceError(f"{module.path}: {launcher.name} returns nothing")
-
-    needed: dict[int, ast.Assign] = {}
-    roots: dict[str, set[str]] = {}
-
-    def trace(name: str, seen: frozenset[str]) -> set[str]:
-        """The launcher parameters `name` derives from, collecting the statements."""
-        if name in caller:
-            return {name}
-        statement = assignments.get(name)
-        if statement is None or name in seen:
-            return set()
-        needed[statement.lineno] = statement
-        tracer = _Tracer(module.path)
-        tracer.visit(statement.value)
-        found: set[str] = set()
-        for read in sorted(tracer.names - {"torch"}):
-            found |= trace(read, seen | {name})
-        return found
-
-    arguments = dict(zip(parameters, (ast.unparse(e) for e in packed.elts), strict=True))
-    for param, element in zip(parameters, packed.elts, strict=True):
-        if param in arrays and isinstance(element, ast.Name):
-            roots[param] = trace(element.id, frozenset())
-    result_tracer = _Tracer(module.path)
-    result_tracer.visit(result)
-    for read in result_tracer.names:
-        trace(read, frozenset())
-
-    def renamed(text: str) -> str:
-        """Host text with the launcher's parameters named as the op names them."""
-        tree = ast.parse(text)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and node.id in caller:
-                node.id = caller[node.id]
-        return ast.unparse(tree)
-
-    return HostLaunch(
-        kernel=kernel,
-        arguments={p: renamed(a) for p, a in arguments.items()},
-        statements=[renamed(ast.unparse(needed[line])) for line in sorted(needed)],
-        result=renamed(ast.unparse(result)),
-        roots={p: caller[min(r)] for p, r in roots.items() if r},
+    for statement in code:
+        _refuse_kernel_values(module, statement, kernels)
+    missing = sorted(
+        name
+        for name in used
+        if name not in top and not hasattr(builtins, name) and not _is_local(module, name)
     )
+    if missing:
+        raise OpSourceError(
+            f"{module.path}: the host code reads {', '.join(missing)}, defined where this "
+            "reader does not look (inside a module-level if/try)"
+        )
+    lines = _rewritten(source.splitlines(), code, module.function)
+    body: list[str] = []
+    previous: ast.stmt | None = None
+    for statement in code:
+        first = min([statement.lineno, *(d.lineno for d in _decorators(statement))])
+        assert statement.end_lineno is not None
+        if previous is not None and _follows(module, previous, statement):
+            assert previous.end_lineno is not None
+            body += lines[previous.end_lineno : first - 1]  # what separates them in the source
+        elif previous is not None:
+            body += ["", ""]
+        body += lines[first - 1 : statement.end_lineno]
+        previous = statement
+    return HostCode(imports=imports, body="\n".join(body), kernels=launched)
+
+
+def _follows(module: OpModule, before: ast.stmt, after: ast.stmt) -> bool:
+    """Whether `after` is the module-level statement right after `before`."""
+    index = module.tree.body.index(before)
+    return index + 1 < len(module.tree.body) and module.tree.body[index + 1] is after
+
+
+def _decorators(node: ast.stmt) -> list[ast.expr]:
+    return node.decorator_list if isinstance(node, ast.FunctionDef | ast.ClassDef) else []
+
+
+def _is_local(module: OpModule, name: str) -> bool:
+    """Whether `name` is bound inside a function or class (a local, a parameter)."""
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.arg) and node.arg == name:
+            return True
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name) == name:
+            return True
+        if isinstance(node, ast.ExceptHandler) and node.name == name:
+            return True
+    return False
+
+
+LAUNCH = "_launch"  # what a routed `ct.launch` calls in the written module
+
+
+def _rewritten(lines: list[str], code: list[ast.stmt], registered: ast.FunctionDef) -> list[str]:
+    """`lines` with each `ct.launch` of the code calling LAUNCH and the registration
+    made for the cutile-rs backend (edits by source position: the rest stays as is)."""
+    edits: list[tuple[int, int, int, str]] = []  # line, start column, end column, text
+    for statement in code:
+        for node in ast.walk(statement):
+            if _launched(node) and isinstance(node, ast.Call):
+                func = node.func
+                assert func.end_col_offset is not None
+                edits.append((func.lineno, func.col_offset, func.end_col_offset, LAUNCH))
+    for decorator in registered.decorator_list:
+        for node in ast.walk(decorator):
+            if isinstance(node, ast.keyword) and node.arg == "backend":
+                value = node.value
+                assert value.end_col_offset is not None
+                edits.append((value.lineno, value.col_offset, value.end_col_offset, '"cutile-rs"'))
+    out = list(lines)
+    for line, start, end, text in sorted(edits, reverse=True):
+        # Columns are UTF-8 byte offsets.
+        raw = out[line - 1].encode()
+        out[line - 1] = (raw[:start] + text.encode() + raw[end:]).decode()
+    return out

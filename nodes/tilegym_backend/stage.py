@@ -36,16 +36,24 @@ from nodes.tilegym_backend.checkout import (
     with_import,
     with_module,
 )
-from nodes.tilegym_backend.ffi_rs import FfiError, assumptions, element_types, render_ffi
-from nodes.tilegym_backend.kernel_rs import KernelRsError, adapt_kernel, module_name
+from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate
+from nodes.tilegym_backend.ffi_rs import (
+    FfiError,
+    c_parameters,
+    kernel_stem,
+    render_ffi,
+    render_file,
+    symbol,
+)
+from nodes.tilegym_backend.kernel_rs import KernelRsError, adapt_kernel, kernel_file, module_name
 from nodes.tilegym_backend.op_source import (
+    HostCode,
     OpModule,
     OpSourceError,
     find_op,
-    host_launch,
-    op_kernels,
+    host_code,
 )
-from nodes.tilegym_backend.wrapper_py import render_wrapper
+from nodes.tilegym_backend.wrapper_py import PortFfi, render_wrapper
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
 from schemas.port_spec import PortSpecError, load_port_spec
@@ -108,11 +116,15 @@ def _refuse_others(checkout: Path, op: str) -> None:
 
 
 def _ports(
-    checkout: Path, module: OpModule, records: list[LaunchRecord], signatures: Path, work: Path
+    checkout: Path,
+    module: OpModule,
+    kernels: list[str],
+    records: list[LaunchRecord],
+    signatures: Path,
+    work: Path,
 ) -> list[_Port]:
-    kernels = op_kernels(module)
     if not kernels:
-        raise Refused(f"{module.function.name} in {module.path} reaches no @ct.kernel")
+        raise Refused(f"{module.function.name} in {module.path} launches no @ct.kernel")
     mine = [r for r in records if Path(r.file) == module.path and r.kernel in kernels]
     unrecorded = sorted(set(kernels) - {r.kernel for r in mine})
     if unrecorded:
@@ -128,51 +140,74 @@ def _ports(
     return [_port(spec.path, work / "ports") for spec in written]
 
 
-def _texts(checkout: Path, files: OpFiles, module: OpModule, port: _Port) -> dict[Path, str]:
-    """The new text of every file the op touches."""
-    op = files.op
+@dataclass(frozen=True)
+class _Delivered:
+    """One kernel's port as the op's files hold it."""
+
+    module_text: str
+    module: str
+    entries: list[str]
+    ffi: str
+    port: PortFfi
+
+
+def _deliver(op: str, port: _Port, kernels: int, source: str) -> _Delivered:
     spec = load_port_spec(port.spec_path)
-    kernel_rs = port.out / (port.report.kernel_rs or "kernel.rs")
-    source = str(module.path)
-    adapted = format_rust(
-        adapt_kernel(op, kernel_rs.read_text(encoding="utf-8"), port.report, source)
-    )
+    stem = kernel_stem(op, spec.kernel) if kernels > 1 else None
+    module = module_name(op, stem)
+    lifted = (port.out / (port.report.kernel_rs or "kernel.rs")).read_text(encoding="utf-8")
+    text = adapt_kernel(module, lifted, port.report, source)
     placed = port.out / "tilegym_kernel.rs"
-    placed.write_text(adapted, encoding="utf-8")
+    placed.write_text(format_rust(text), encoding="utf-8")
     entries = writer_entries(port.report)
     binding = bind_operator(
         spec,
         port.spec_path,
         parse_kernel_source(placed),
-        module_name(op),
+        module,
         entries.by_variant,
         entries.literal,
     )
-    parameters = kernel_parameter_order(spec, port.spec_path)
-    arrays = [a.name for a in binding.arrays]
-    host = host_launch(module, spec.kernel, parameters, set(arrays))
-    inputs = [a for a in arrays if spec.arrays[a].role in ("in", "inout")]
+    order = kernel_parameter_order(spec, port.spec_path)
+    sym = symbol(op, spec.kernel, kernels)
     hints = spec.variants[0].hints
-    wrapper = render_wrapper(
-        op,
-        module,
-        host,
-        arrays,
-        inputs,
-        element_types(binding),
-        assumptions(binding),
-        hints.model_dump(exclude_none=True) if hints else {},
+    chosen = hints.model_dump(exclude_none=True) if hints else {}
+    return _Delivered(
+        module_text=text,
+        module=module,
+        entries=[v.entry for v in binding.variants],
+        ffi=render_ffi(sym, spec, order, binding, module, source),
+        port=PortFfi(
+            kernel=spec.kernel,
+            symbol=sym,
+            parameters=tuple(c_parameters(spec, order)),
+            num_ctas=chosen.get("num_ctas"),
+            occupancy=chosen.get("occupancy"),
+        ),
     )
+
+
+def _texts(
+    checkout: Path, files: OpFiles, module: OpModule, host: HostCode, ports: list[_Port]
+) -> dict[Path, str]:
+    """The new text of every file the op touches."""
+    op = files.op
+    source = str(module.path)
+    delivered = [_deliver(op, p, len(ports), source) for p in ports]
     current = {p: (checkout / p).read_text(encoding="utf-8") for p in (CRATE_LIB, PACKAGE_INIT)}
     test = (checkout / files.test).read_text(encoding="utf-8")
-    return {
-        files.kernel_rs: adapted,
-        files.ffi_rs: format_rust(render_ffi(op, binding, module_name(op), source)),
-        files.wrapper: wrapper,
+    ffi = render_file(
+        op, [d.ffi for d in delivered], {d.module: d.entries for d in delivered}, source
+    )
+    texts = {
+        files.kernel_rs: format_rust(kernel_file(op, [d.module_text for d in delivered])),
+        files.ffi_rs: format_rust(ffi),
+        files.wrapper: render_wrapper(op, source, host, [d.port for d in delivered]),
         CRATE_LIB: with_module(current[CRATE_LIB], op),
         PACKAGE_INIT: with_import(current[PACKAGE_INIT], op),
         files.test: with_backend(test, files.test),
     }
+    return {**migrated_crate(checkout), **texts}
 
 
 def add_op(
@@ -187,7 +222,9 @@ def add_op(
         result = result.model_copy(update={"modules": [str(module.path)]})
         _refuse_others(checkout, op)
         files = OpFiles(op, find_test(checkout, op))
-        ports = _ports(checkout, module, records, signatures, work)
+        source = (checkout / SOURCE_ROOT / module.path).read_text(encoding="utf-8")
+        host = host_code(module, source)
+        ports = _ports(checkout, module, host.kernels, records, signatures, work)
         kernels = [
             KernelPort(
                 kernel=p.report.kernel,
@@ -202,11 +239,7 @@ def add_op(
         if failed:
             verdicts = "; ".join(f"{k.kernel}: {k.verdict} ({k.summary})" for k in failed)
             raise Refused(f"not every kernel of {op} ported COMPILED: {verdicts}")
-        if len(ports) != 1:
-            raise Refused(
-                f"{op} has {len(ports)} kernels; the wrapper is generated for a one-kernel op"
-            )
-        texts = _texts(checkout, files, module, ports[0])
+        texts = _texts(checkout, files, module, host, ports)
         # A file with local changes is left alone unless it already holds what
         # this run writes (an earlier run's output).
         dirty = [
@@ -229,6 +262,7 @@ def add_op(
         StageFailure,
         PortSpecError,
         ExporterUnavailable,
+        CratePinError,
     ) as error:
         return result.model_copy(update={"reason": str(error)})
     changed = [p for p, text in texts.items() if _read(checkout / p) != text]

@@ -10,6 +10,7 @@ and none rebuilds it mid-run. The counts come from pytest's summary line.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shlex
@@ -85,17 +86,24 @@ def toolchain(checkout: Path, built_here: bool) -> str:
     return f"{rustc.stdout.strip() or 'rustc: not found'}; {cutile}"
 
 
-def build_crate(checkout: Path, log: Path) -> None:
-    """`cargo build --release` of the crate, where TileGym's loader looks for the library
-    (the crate's own target/), with the CUDA headers and libclang cutile's bindings need."""
-    from toolchain.env import toolchain_env  # the build machine's; a GPU host needs none
+def build_crate(checkout: Path, log: Path) -> Path:
+    """`cargo build --release` of the crate with the CUDA headers and libclang cutile's
+    bindings need, the library then placed where TileGym's loader looks (the crate's
+    target/release/). The crate commits no lock file, so this project's (the one the
+    ports were proven with) is put beside it first; the build goes to one cargo
+    target for every TileGym checkout, so a second checkout does not rebuild cutile."""
+    from toolchain.env import REPO_ROOT, cache_dir, toolchain_env  # the build machine's
 
-    env = toolchain_env()
-    env.pop("CARGO_TARGET_DIR")
+    crate = checkout / CRATE
+    lock = crate / "Cargo.lock"
+    if not lock.exists():
+        shutil.copy(REPO_ROOT / "kernels_rs" / "Cargo.lock", lock)  # TileGym ignores it
+    target = cache_dir() / "target-tilegym"
+    env = {**toolchain_env(), "CARGO_TARGET_DIR": str(target)}
     with log.open("w") as out:
         done = subprocess.run(
             ["cargo", "build", "--release"],
-            cwd=checkout / CRATE,
+            cwd=crate,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -103,6 +111,31 @@ def build_crate(checkout: Path, log: Path) -> None:
         )
     if done.returncode != 0:
         raise RuntimeError(f"cargo build --release of {CRATE} failed: see {log}")
+    placed = checkout / LIBRARY
+    placed.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(target / "release" / LIBRARY.name, placed)
+    return placed
+
+
+def op_tests(checkout: Path, test: Path, op: str) -> list[str]:
+    """The pytest node ids of the test functions in `test` that call `op`
+    (`tilegym.ops.<op>(...)`); the whole file when none names it so. A file can hold
+    several ops' tests (experimental/test_mhc.py holds three)."""
+    tree = ast.parse((checkout / test).read_text(encoding="utf-8"))
+    ids: list[str] = []
+    scopes: list[ast.Module | ast.ClassDef] = [tree]
+    scopes += [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    for scope in scopes:
+        prefix = f"{test}::{scope.name}::" if isinstance(scope, ast.ClassDef) else f"{test}::"
+        tests = [
+            n for n in scope.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
+        ]
+        ids += [
+            prefix + node.name
+            for node in tests
+            if any(isinstance(n, ast.Attribute) and n.attr == op for n in ast.walk(node))
+        ]
+    return ids or [str(test)]
 
 
 def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
@@ -111,7 +144,7 @@ def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
         sys.executable,
         "-m",
         "pytest",
-        str(test),
+        *op_tests(checkout, test, op),
         "-q",
         "-k",
         "cutile_rs",  # TileGym's test ids spell the backend so

@@ -1,157 +1,151 @@
-"""TileGym's `ops/cutile_rs/<op>.py` for a port: registered for the op with the
-same parameters as its cutile implementation, binding `cutile_<op>` through
-`tilegym.backend.cutile_rs.utils` and launching through `autotune_launch`, as
-the crate's own wrappers do.
+"""TileGym's `ops/cutile_rs/<op>.py` for an op's ports: the cutile module's host code
+as TileGym wrote it (`op_source.host_code`), registered for the cutile-rs backend,
+with each `ct.launch` calling the kernel's port through `libcutile_kernels.so`.
 
-The body restates the cutile host's reshapes and allocations (`host_launch`),
-so the kernel sees the tensors the cutile launch passes; the extents,
-constants and grid are derived inside the FFI.
+Each kernel name is bound to a `_Port` (its `cutile_<...>` symbol and how each
+argument crosses the cffi boundary), so a host that picks its kernel at run time
+(`k = _a if tma else _b`) launches the matching port. `_launch` keeps
+`ct.launch`'s signature: tensors go as `TensorDesc*`, constants and scalars as
+C numbers, the grid as three `uint32`.
 """
 
 from __future__ import annotations
 
-import ast
 import textwrap
+from dataclasses import dataclass
 
-from nodes.host_builder.abi import DType
 from nodes.tilegym_backend.checkout import MARKER
-from nodes.tilegym_backend.ffi_rs import symbol
-from nodes.tilegym_backend.op_source import HostLaunch, OpModule
-
-_TORCH_DTYPES: dict[DType, str] = {
-    DType.FLOAT32: "torch.float32",
-    DType.FLOAT16: "torch.float16",
-    DType.BFLOAT16: "torch.bfloat16",
-}
+from nodes.tilegym_backend.op_source import LAUNCH, HostCode
 
 
-def _signature(module: OpModule) -> str:
-    """The registered function's parameter list, defaults included."""
-    args = module.function.args
-    return ast.unparse(args)
+@dataclass(frozen=True)
+class PortFfi:
+    """One kernel's FFI symbol, as its ffi.rs declares it."""
+
+    kernel: str
+    symbol: str
+    parameters: tuple[tuple[str, str], ...]  # kernel parameter -> C type ("tensor" for arrays)
+    num_ctas: int | None
+    occupancy: int | None
+
+    def cdef(self) -> str:
+        params = [
+            f"const TensorDesc* {name}" if ctype == "tensor" else f"{ctype} {name}"
+            for name, ctype in self.parameters
+        ]
+        params += [
+            "uint32_t grid_x",
+            "uint32_t grid_y",
+            "uint32_t grid_z",
+            "int32_t num_cta_in_cga",
+            "int32_t occupancy",
+            "int32_t device_id",
+            "uint64_t raw_stream",
+        ]
+        return f"int32_t {self.symbol}(\n    " + ",\n    ".join(params) + ");"
 
 
-def render_wrapper(
-    op: str,
-    module: OpModule,
-    host: HostLaunch,
-    arrays: list[str],
-    inputs: list[str],
-    dtypes: list[DType],
-    assumptions: list[str],
-    hints: dict[str, int],
-) -> str:
-    """`arrays` are the kernel's array parameters in C order; `inputs` those it reads."""
-    sym = symbol(op)
-    checked = sorted({host.roots[a] for a in inputs if a in host.roots})
-    tensors = [p for p in module.parameters if p in checked]
-    c_arrays = ", ".join(f"const TensorDesc* {a}" for a in arrays)
-    assumed = "; ".join(assumptions) if assumptions else "nothing beyond the dtypes"
-    torch_dtypes = ", ".join(_TORCH_DTYPES[d] for d in dtypes) + ("," if len(dtypes) == 1 else "")
+def render_wrapper(op: str, source: str, host: HostCode, ports: list[PortFfi]) -> str:
+    """`source` is the cutile module's path (tilegym/ops/cutile/...)."""
+    kernels = ", ".join(f"``{p.kernel}``" for p in ports)
     lines = [
         "# SPDX-License-Identifier: MIT",
         "",
-        "#",
-        "",
-        f'"""cutile-rs {op} backend via FFI to libcutile_kernels.so (forward-only).',
+        f'"""cutile-rs {op} backend via FFI to libcutile_kernels.so.',
         "",
         *textwrap.wrap(
-            f"{MARKER} from its port of ``{host.kernel}`` ({module.path}), which matches "
-            "the cuTile Python reference's Tile IR and SASS. The tensors cross the cffi "
-            "boundary as ``const TensorDesc*``; the FFI derives the extents, constants and "
-            "grid from them as the cutile launch does. The port assumes what the recorded "
-            f"launches had: {assumed}; other tensors are refused (INVALID_ARGS).",
+            f"{MARKER} from {source}: its host code as written there, each ct.launch of "
+            f"{kernels} calling the kernel's cutile-rs port (checked against the cuTile "
+            "Python reference's Tile IR and SASS). A launch the port was not proven for "
+            "(other constants, shapes or alignment than the recorded launches) is "
+            "refused with INVALID_ARGS, never run.",
             width=88,
         ),
         '"""',
         "",
-        "from types import SimpleNamespace",
-        "",
-        "import torch",
-        "",
-        "from tilegym.backend import register_impl",
-        "from tilegym.backend.cutile_rs.autotuner import autotune_launch",
+        *sorted(
+            set(host.imports) | {"from typing import NamedTuple", "import torch"},
+            key=_import_order,
+        ),
         "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi",
         "from tilegym.backend.cutile_rs.utils import check_rc",
         "from tilegym.backend.cutile_rs.utils import make_tensor_desc",
         "",
         f'_KERNEL = "{op}"',
-        f'_FFI_NAME = "{sym}"',
-        "# C-declaration source of truth for the cffi boundary — keep in sync with the",
-        f"# `{sym}` signature in {op}_kernel/ffi.rs.",
+        "# C-declaration source of truth for the cffi boundary — keep in sync with",
+        f"# {op}_kernel/ffi.rs.",
         '_FFI_CDEF = """',
-        f"int32_t {sym}(",
-        f"    {c_arrays},",
-        "    int32_t num_cta_in_cga, int32_t occupancy,",
-        "    int32_t device_id, uint64_t raw_stream);",
+        *(p.cdef() for p in ports),
         '"""',
         "",
-        f"_DTYPES = ({torch_dtypes})",
-        "",
         "_AUTO_COMPILE_OPTION = -1",
-        f"_COMPILE_OCCUPANCY = {hints.get('occupancy')}",
-        f"_COMPILE_NUM_CTA_IN_CGA = {hints.get('num_ctas')}",
         "",
         "",
-        "def _compile_option_value(value) -> int:",
+        "class _Port(NamedTuple):",
+        '    """A kernel\'s cutile-rs port: its symbol, the C type of each argument',
+        '    ("tensor" for a TensorDesc*) and the compile hints of its @ct.kernel."""',
+        "",
+        "    symbol: str",
+        "    arguments: tuple",
+        "    num_ctas: int | None",
+        "    occupancy: int | None",
+        "",
+        "",
+    ]
+    for port in ports:
+        kinds = ", ".join(f'"{ctype}"' for _, ctype in port.parameters)
+        kinds += "," if len(port.parameters) == 1 else ""
+        lines.append(
+            f'{port.kernel} = _Port("{port.symbol}", ({kinds}), {port.num_ctas}, {port.occupancy})'
+        )
+    lines += [
+        "",
+        "",
+        "def _compile_option(value) -> int:",
         "    return _AUTO_COMPILE_OPTION if value is None else int(value)",
         "",
         "",
-        "def _configs():",
-        "    # The port has one specialisation; its hints are the ones the cutile launch sets.",
-        "    return [SimpleNamespace(OCCUPANCY=_COMPILE_OCCUPANCY, "
-        "NUM_CTA_IN_CGA=_COMPILE_NUM_CTA_IN_CGA)]",
-        "",
-        "",
-        f"def _run_ffi({', '.join(arrays)}, cfg):",
+        f"def {LAUNCH}(stream, grid, kernel, args):",
+        '    """ct.launch(stream, grid, kernel, args) on the kernel\'s port."""',
         "    ffi, lib = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)",
-        f"    _dev = {arrays[0]}.device",
-        "    device_id = _dev.index if _dev.index is not None else torch.cuda.current_device()",
-        "    raw_stream = torch.cuda.current_stream(device=_dev).cuda_stream",
-    ]
-    lines += [f"    {a}_desc = make_tensor_desc(ffi, {a})" for a in arrays]
-    lines.append(f"    rc = lib.{sym}(")
-    lines += [f"        {a}_desc," for a in arrays]
-    lines += [
-        '        _compile_option_value(getattr(cfg, "NUM_CTA_IN_CGA", _COMPILE_NUM_CTA_IN_CGA)),',
-        '        _compile_option_value(getattr(cfg, "OCCUPANCY", _COMPILE_OCCUPANCY)),',
+        "    if len(args) != len(kernel.arguments):",
+        "        raise TypeError(",
+        '            f"{kernel.symbol} takes {len(kernel.arguments)} arguments, got {len(args)}"',
+        "        )",
+        "    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))",
+        "    values = []",
+        "    device = None",
+        "    for kind, value in zip(kernel.arguments, args):",
+        '        if kind == "tensor":',
+        "            device = value.device if device is None else device",
+        "            values.append(make_tensor_desc(ffi, value))  # kept alive by `values`",
+        '        elif kind in ("double", "float"):',
+        "            values.append(float(value))",
+        '        elif kind == "bool":',
+        "            values.append(bool(value))",
+        "        else:",
+        "            values.append(int(value))",
+        '    device = device if device is not None else torch.device("cuda")',
+        "    device_id = device.index if device.index is not None else torch.cuda.current_device()",
+        '    raw_stream = getattr(stream, "cuda_stream", stream)',
+        "    rc = getattr(lib, kernel.symbol)(",
+        "        *values,",
+        "        *grid,",
+        "        _compile_option(kernel.num_ctas),",
+        "        _compile_option(kernel.occupancy),",
         "        int(device_id),",
         "        int(raw_stream),",
         "    )",
-        "    check_rc(rc, _FFI_NAME)",
+        "    check_rc(rc, kernel.symbol)",
         "",
         "",
-        f"def _forward_impl({', '.join(module.parameters)}):",
+        host.body,
     ]
-    for tensor in tensors:
-        lines.append(f"    if {tensor}.dtype not in _DTYPES:")
-        lines.append(
-            f'        raise NotImplementedError(f"cutile-rs {op}: dtype {{{tensor}.dtype}} '
-            'not supported")'
-        )
-    lines += ["", "    def kernel_fn(cfg):"]
-    lines += [f"        {statement}" for statement in host.statements]
-    call = ", ".join(host.arguments[a] for a in arrays)
-    lines += [f"        _run_ffi({call}, cfg)", f"        return {host.result}", ""]
-    key = ", ".join(f"tuple({t}.shape), {t}.dtype" for t in tensors)
-    lines += [
-        "    result = autotune_launch(",
-        "        kernel_fn=kernel_fn,",
-        "        configs=_configs(),",
-        f"        key=({key}),",
-        "        kernel_name=_KERNEL,",
-        "    )",
-        "    return result.output",
-        "",
-        "",
-        f'@register_impl("{op}", backend="cutile-rs")',
-        f"def {module.function.name}({_signature(module)}):",
-        f'    """{op} via cutile-rs FFI (forward-only): the port of {host.kernel}."""',
-    ]
-    for tensor in tensors:
-        lines.append(f"    if not {tensor}.is_cuda:")
-        lines.append(f'        raise ValueError("cutile-rs {op}: {tensor} must be a CUDA tensor")')
-        lines.append(f"    if {tensor}.requires_grad:")
-        lines.append(f"        {tensor} = {tensor}.detach()")
-    lines.append(f"    return _forward_impl({', '.join(module.parameters)})")
     return "\n".join(lines) + "\n"
+
+
+def _import_order(line: str) -> tuple[int, bool, str]:
+    """Standard library, then torch, then tilegym (the crate's wrappers' order)."""
+    module = line.split()[1]
+    group = 2 if module.startswith("tilegym") else 1 if module.startswith("torch") else 0
+    return group, line.startswith("from "), line

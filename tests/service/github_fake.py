@@ -1,11 +1,12 @@
 """A loopback HTTP server speaking the parts of the GitHub REST API the PR bot
-uses (pull requests, their files, contents, issue comments, commit statuses),
-under a GitHub Enterprise style `/api/v3` prefix. It checks the bearer token
-and records every call."""
+uses (pull requests, their files, contents, issue comments, commit statuses, and
+the git data API: trees, blobs, commits, refs), under a GitHub Enterprise style
+`/api/v3` prefix. It checks the bearer token and records every call."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import threading
@@ -31,6 +32,30 @@ class Repo:
     head_sha: str
     files: dict[str, bytes]
     changed: list[str] = field(default_factory=list)
+    # Git objects: blobs by sha; trees as path -> blob sha; commits; refs.
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    trees: dict[str, dict[str, str]] = field(default_factory=dict)
+    commits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        head_tree = {path: self.add_blob(data) for path, data in self.files.items()}
+        tree = _sha("tree", json.dumps(sorted(head_tree.items())).encode())
+        self.trees[tree] = head_tree
+        self.commits[self.head_sha] = {"tree": tree, "parents": [], "message": "head"}
+
+    def add_blob(self, data: bytes) -> str:
+        sha = _sha("blob", data)
+        self.blobs[sha] = data
+        return sha
+
+    def tree_of(self, commit: str) -> dict[str, bytes]:
+        """The files of a commit, by path."""
+        return {p: self.blobs[s] for p, s in self.trees[self.commits[commit]["tree"]].items()}
+
+
+def _sha(kind: str, data: bytes) -> str:
+    return hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
 
 
 class FakeGitHub:
@@ -72,6 +97,9 @@ class FakeGitHub:
             def do_POST(self) -> None:
                 fake.dispatch(self, "POST")
 
+            def do_PATCH(self) -> None:
+                fake.dispatch(self, "PATCH")
+
         return Handler
 
     def dispatch(self, request: BaseHTTPRequestHandler, method: str) -> None:
@@ -111,12 +139,70 @@ class FakeGitHub:
                 return 404, {"message": "Not Found"}
             content = base64.b64encode(repo.files[m.group(1)]).decode()
             return 200, {"type": "file", "encoding": "base64", "content": content}
+        if rest.startswith("git/"):
+            return self.git_data(repo, method, rest[len("git/") :], query, body)
         if method == "POST" and re.fullmatch(r"issues/\d+/comments", rest):
             return 201, {"id": len(self.calls), "body": body["body"]}
         if method == "POST" and re.fullmatch(r"statuses/[0-9a-f]+", rest):
             if body.get("state") not in {"error", "failure", "pending", "success"}:
                 return 422, {"message": "Validation Failed"}
             return 201, {"state": body["state"], "context": body["context"]}
+        return 404, {"message": "Not Found"}
+
+    @staticmethod
+    def git_data(
+        repo: Repo, method: str, rest: str, query: dict[str, list[str]], body: Any
+    ) -> tuple[int, Any]:
+        if method == "GET" and (m := re.fullmatch(r"trees/([0-9a-f]+)", rest)):
+            sha = m.group(1)
+            tree = repo.trees.get(repo.commits[sha]["tree"] if sha in repo.commits else sha)
+            if tree is None or query.get("recursive") != ["1"]:
+                return 404, {"message": "Not Found"}
+            entries = [
+                {"path": p, "mode": "100644", "type": "blob", "sha": s} for p, s in tree.items()
+            ]
+            return 200, {"sha": sha, "tree": entries, "truncated": False}
+        if method == "GET" and (m := re.fullmatch(r"blobs/([0-9a-f]+)", rest)):
+            if m.group(1) not in repo.blobs:
+                return 404, {"message": "Not Found"}
+            content = base64.b64encode(repo.blobs[m.group(1)]).decode()
+            return 200, {"sha": m.group(1), "encoding": "base64", "content": content}
+        if method == "GET" and (m := re.fullmatch(r"commits/([0-9a-f]+)", rest)):
+            commit = repo.commits.get(m.group(1))
+            if commit is None:
+                return 404, {"message": "Not Found"}
+            return 200, {"sha": m.group(1), "tree": {"sha": commit["tree"]}}
+        if method == "POST" and rest == "blobs":
+            if body.get("encoding") != "base64":
+                return 422, {"message": "Validation Failed"}
+            return 201, {"sha": repo.add_blob(base64.b64decode(body["content"]))}
+        if method == "POST" and rest == "trees":
+            base = repo.trees.get(body.get("base_tree", ""))
+            if base is None or any(e["sha"] not in repo.blobs for e in body["tree"]):
+                return 422, {"message": "Validation Failed"}
+            tree = {**base, **{e["path"]: e["sha"] for e in body["tree"]}}
+            sha = _sha("tree", json.dumps(sorted(tree.items())).encode())
+            repo.trees[sha] = tree
+            return 201, {"sha": sha}
+        if method == "POST" and rest == "commits":
+            if body["tree"] not in repo.trees or any(
+                p not in repo.commits for p in body["parents"]
+            ):
+                return 422, {"message": "Validation Failed"}
+            sha = _sha("commit", json.dumps(body, sort_keys=True).encode())
+            repo.commits[sha] = body
+            return 201, {"sha": sha}
+        if method == "POST" and rest == "refs":
+            if body["ref"] in repo.refs:
+                return 422, {"message": "Reference already exists"}
+            repo.refs[body["ref"]] = body["sha"]
+            return 201, {"ref": body["ref"], "object": {"sha": body["sha"]}}
+        if method == "PATCH" and (m := re.fullmatch(r"refs/(heads/.+)", rest)):
+            ref = f"refs/{m.group(1)}"
+            if ref not in repo.refs or body["sha"] not in repo.commits:
+                return 422, {"message": "Validation Failed"}
+            repo.refs[ref] = body["sha"]
+            return 200, {"ref": ref, "object": {"sha": body["sha"]}}
         return 404, {"message": "Not Found"}
 
 

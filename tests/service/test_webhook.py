@@ -114,6 +114,7 @@ def test_comment_command_starts_a_port_of_the_pr_head(
     assert conversion.submitted_by == "github:ada"
     fetched = github.calls_to("GET", r"/api/v3/repos/acme/kernels/contents/.+")
     assert {call.path.rsplit("/", 1)[-1] for call in fetched} == {
+        "lib.rs",  # the TileGym-layout probe: not there, so a port spec is read
         "vadd.port.yaml",
         "vadd.py",
         "vadd_reference.py",

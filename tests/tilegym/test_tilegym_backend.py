@@ -18,7 +18,8 @@ from app.cli import main as tileport
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
-from nodes.tilegym_backend.op_source import find_op, host_launch, op_kernels
+from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
+from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
 from schemas.launch_capture import read_launch_records
@@ -30,7 +31,15 @@ LAUNCHES = Path(
     os.environ.get("TILEPORT_TILEGYM_LAUNCHES", REPO_ROOT.parent / "shared" / "tilegym-launches")
 )
 CUTILE_RS = Path("src/tilegym/ops/cutile_rs")
-RELU_FILES = {
+# The crate moved to the ports' cutile: its pins, ffi_util.rs, TileGym's own ops' borrows.
+PIN_FILES = {
+    "src/tilegym/ops/cutile_rs/cutile_kernels/Cargo.toml",
+    "src/tilegym/ops/cutile_rs/ffi_util.rs",
+    "src/tilegym/ops/cutile_rs/attention_sink_kernel/ffi.rs",
+    "src/tilegym/ops/cutile_rs/bmm_kernel/ffi.rs",
+    "src/tilegym/ops/cutile_rs/matmul_kernel/ffi.rs",
+}
+RELU_FILES = PIN_FILES | {
     "src/tilegym/ops/cutile_rs/relu_kernel/kernel.rs",
     "src/tilegym/ops/cutile_rs/relu_kernel/ffi.rs",
     "src/tilegym/ops/cutile_rs/relu.py",
@@ -119,23 +128,64 @@ def test_cutile_rs_joins_the_backends_after_the_others() -> None:
 
 
 @needs_tilegym
-def test_relu_is_found_with_its_host_launch() -> None:
-    [module] = find_op(TILEGYM / "src", "relu")
-    assert str(module.path) == "tilegym/ops/cutile/activation/relu.py"
-    host = host_launch(
-        module, "_relu_fwd_kernel", ["x", "y", "N_ELEMENTS", "BLOCK_SIZE"], {"x", "y"}
-    )
-    assert host.arguments["x"] == "x_flat"
-    assert host.statements == [
-        "y = torch.empty_like(x)",
-        "x_flat = x.reshape(-1)",
-        "y_flat = y.reshape(-1)",
+def test_the_host_code_is_taken_as_written_with_its_launches_routed() -> None:
+    [module] = find_op(TILEGYM / "src", "gelu")
+    assert str(module.path) == "tilegym/ops/cutile/activation/gelu.py"
+    host = host_code(module, (TILEGYM / "src" / module.path).read_text())
+    assert host.kernels == ["_gelu_kernel"]
+    # Module constants and imports the host reads; nothing of the kernel's side.
+    assert host.imports == [
+        "import math",
+        "import torch",
+        "from tilegym.backend import register_impl",
     ]
-    assert host.result == "y"
-    assert host.roots == {"x": "x", "y": "x"}
+    assert host.body.startswith("GELU_EXACT = 0\nGELU_TANH = 1\n\n\nclass _GeluCuTileFunction(")
+    assert "def standard_normal_cdf_ct" not in host.body and "@ct.kernel" not in host.body
+    assert "ct.launch" not in host.body
+    assert (
+        "        _launch(\n            torch.cuda.current_stream(),\n            grid,\n"
+        in host.body
+    )
+    assert '@register_impl("gelu", backend="cutile-rs")\ndef gelu(' in host.body
+    # Comments and docstrings stay as written.
+    assert "Forward pass for GELU activation." in host.body
+
+    [softmax] = find_op(TILEGYM / "src", "softmax")
+    host = host_code(softmax, (TILEGYM / "src" / softmax.path).read_text())
+    assert len(host.kernels) == 4  # chosen at run time (`kernel = _a if ... else _b`)
+    assert "from tilegym.ops.cutile.utils import next_power_of_2" in host.imports  # was relative
+
     [layer_norm] = find_op(TILEGYM / "src", "layer_norm_legacy")
     assert op_kernels(layer_norm) == ["_layer_norm_fwd_kernel"]  # not its module's other op's
+    [persistent] = find_op(TILEGYM / "src", "persistent_layer_norm")
+    with pytest.raises(OpSourceError, match="hands the kernel _persistent_layer_norm_fwd_kernel"):
+        host_code(persistent, (TILEGYM / "src" / persistent.path).read_text())
     assert find_op(TILEGYM / "src", "no_such_op") == []
+
+
+@needs_tilegym
+def test_the_crate_moves_to_the_ports_cutile_from_head(tmp_path: Path) -> None:
+    checkout = _clean_copy(tmp_path / "tilegym")
+    texts = migrated_crate(checkout)
+    assert {str(p) for p in texts} == PIN_FILES
+    manifest = texts[CUTILE_RS / "cutile_kernels/Cargo.toml"]
+    assert f'cutile = "={project_pin()}"' in manifest and "=0.2.0" not in manifest
+    ffi_util = texts[CUTILE_RS / "ffi_util.rs"]
+    assert "cuda_core::Context::new(($device_id) as usize)" in ffi_util
+    assert "Tensor::<E>::borrow_raw_parts(d.ptr, context.clone()" in ffi_util
+    bmm = texts[CUTILE_RS / "bmm_kernel/ffi.rs"]
+    assert "borrow_tensor::<$E>(a_d, &device)" in bmm and "borrow_tensor::<$E>(a_d)" not in bmm
+    # Committed, the crate is at the pin: nothing more to move.
+    for path, text in texts.items():
+        (checkout / path).write_text(text)
+    _git(checkout, "commit", "-qam", "cutile moved")
+    assert migrated_crate(checkout) == {}
+    # A pin it knows no move from is refused.
+    manifest_path = checkout / CUTILE_RS / "cutile_kernels/Cargo.toml"
+    manifest_path.write_text(manifest.replace(f'"={project_pin()}"', '"=0.3.0"'))
+    _git(checkout, "commit", "-qam", "other pin")
+    with pytest.raises(CratePinError, match="knows no other move"):
+        migrated_crate(checkout)
 
 
 # --- the command on a copy of the tree ------------------------------------------------
@@ -160,11 +210,16 @@ def test_relu_lands_in_a_copy_of_tilegym(
     ffi = (checkout / CUTILE_RS / "relu_kernel/ffi.rs").read_text()
     assert 'pub unsafe extern "C" fn cutile_relu(' in ffi
     assert "crate::dispatch_by_dtype!(dty, dispatch, f16, f32)" in ffi
+    assert "    n_elements: i64,\n    block_size: i64,\n    grid_x: u32," in ffi  # as ct.launch
     kernel = (checkout / CUTILE_RS / "relu_kernel/kernel.rs").read_text()
     assert "pub mod relu_module {" in kernel
     wrapper = (checkout / CUTILE_RS / "relu.py").read_text()
     assert '@register_impl("relu", backend="cutile-rs")\ndef relu(x):' in wrapper
-    assert "_DTYPES = (torch.float16, torch.float32)" in wrapper
+    assert (
+        '_relu_fwd_kernel = _Port("cutile_relu", ("tensor", "tensor", "int64_t", "int64_t")'
+        in wrapper
+    )
+    assert "    const TensorDesc* x,\n    const TensorDesc* y,\n    int64_t N_ELEMENTS," in wrapper
     compile(wrapper, "relu.py", "exec")
     for text in (ffi, kernel):  # rustfmt-clean
         formatted = subprocess.run(
@@ -274,41 +329,21 @@ def test_without_a_gpu_the_tests_are_skipped(
 
 # --- the patched crate, built --------------------------------------------------------
 
-# TileGym's crate pins cutile =0.2.0, which the offline registry here lacks (its
-# cutile-macro needs `phf`, not there); this project's pin is built instead. Two
-# ffi_util.rs calls changed between the two: a borrowed stream hangs off a
-# context, and `Tensor::from_raw_parts` (unused by relu) takes a stream.
-FFI_UTIL_AT_OUR_PIN = {
-    "let $dev = match Device::new(": "let $dev = match cuda_core::Context::new(",
-}
-
 
 @needs_tilegym
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
-def test_the_patched_relu_builds_against_this_projects_cutile(
+def test_the_patched_crate_builds_with_every_op(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The crate as the patch leaves it — TileGym's own five ops and relu, at the ports'
+    cutile — builds, and the library exports every op's symbol. Built offline from
+    this project's lock file (TileGym commits none) into a cache target."""
     checkout = _clean_copy(tmp_path / "tilegym")
     code, _, err = _add(checkout, "relu", tmp_path / "work", capsys)
     assert code == 0, err
-    ops = tmp_path / "crate" / "cutile_rs"
-    shutil.copytree(checkout / CUTILE_RS / "relu_kernel", ops / "relu_kernel")
-    ffi_util = (checkout / CUTILE_RS / "ffi_util.rs").read_text()
-    for old, new in FFI_UTIL_AT_OUR_PIN.items():
-        assert old in ffi_util
-        ffi_util = ffi_util.replace(old, new)
-    ffi_util = ffi_util[: ffi_util.index("/// Borrow a PyTorch tensor")]
-    (ops / "ffi_util.rs").write_text(ffi_util.replace("use core::mem::ManuallyDrop;\n", ""))
-    crate = ops / "cutile_kernels"
-    (crate / "src").mkdir(parents=True)
-    manifest = (checkout / CUTILE_RS / "cutile_kernels/Cargo.toml").read_text()
-    (crate / "Cargo.toml").write_text(manifest.replace('"=0.2.0"', '"=0.5.0"'))
+    crate = checkout / CUTILE_RS / "cutile_kernels"
     shutil.copy(REPO_ROOT / "kernels_rs" / "Cargo.lock", crate / "Cargo.lock")
-    lib = (checkout / CUTILE_RS / "cutile_kernels/src/lib.rs").read_text()
-    (crate / "src/lib.rs").write_text(
-        '#[path = "../../ffi_util.rs"]\nmod ffi_util;\n' + lib[lib.index("\nmod relu {") :]
-    )
     target = cache_dir() / "target-tilegym"
     built = subprocess.run(
         ["cargo", "build", "--release", "--offline"],
@@ -319,13 +354,11 @@ def test_the_patched_relu_builds_against_this_projects_cutile(
         check=False,
     )
     assert built.returncode == 0, built.stderr[-4000:]
-    # ffi.rs's only diagnostic: `Device` unused, as the changed setup no longer names it.
-    ffi_diagnostics = [d for d in built.stderr.split("\n\n") if "relu_kernel/ffi.rs" in d]
-    assert all("unused import: `Device`" in d for d in ffi_diagnostics), ffi_diagnostics
     symbols = subprocess.run(
         ["nm", "-D", "--defined-only", str(target / "release/libcutile_kernels.so")],
         capture_output=True,
         text=True,
         check=True,
-    )
-    assert " T cutile_relu\n" in symbols.stdout
+    ).stdout
+    for op in ("matmul", "bmm", "silu_and_mul", "swiglu", "attention_sink", "relu"):
+        assert f" T cutile_{op}" in symbols, op

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ContextDep
@@ -22,6 +22,7 @@ async def github_webhook(
     request: Request,
     response: Response,
     context: ContextDep,
+    background: BackgroundTasks,
     x_github_event: Annotated[str, Header()] = "",
     x_github_delivery: Annotated[str, Header()] = "",
     x_hub_signature_256: Annotated[str, Header()] = "",
@@ -37,6 +38,8 @@ async def github_webhook(
     def process() -> WebhookAnswer:
         with default_client(context.settings) as client:
             decision = handle(context, delivery, client)
+        if decision.deferred is not None:
+            background.add_task(decision.deferred)  # runs once the answer is sent
         return WebhookAnswer(
             delivery=delivery.delivery_id,
             status=decision.status,
@@ -50,5 +53,5 @@ async def github_webhook(
         context.metrics.webhooks.labels(error.code.value).inc()
         raise
     context.metrics.webhooks.labels(answer.status).inc()
-    response.status_code = 202 if answer.conversions else 200
+    response.status_code = 202 if answer.conversions or answer.status == "accepted" else 200
     return answer
