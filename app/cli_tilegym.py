@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from nodes.tilegym_backend.stage import add_op
-from nodes.tilegym_backend.test_run import LIBRARY, add_test_arguments, build_crate, test_command
+from nodes.tilegym_backend.test_run import add_test_arguments, build_crate, test_command
 from schemas.launch_capture import LaunchRecordError, read_launch_records
 from schemas.tilegym_backend import AddOutcome
 
@@ -112,9 +112,9 @@ def add_command(args: argparse.Namespace) -> int:
 def build_command(args: argparse.Namespace) -> int:
     checkout = args.tilegym.resolve()
     try:
-        build_crate(checkout, args.log)
+        library = build_crate(checkout, args.log)
     except (RuntimeError, OSError) as error:
         print(f"tileport tilegym build: {error}", file=sys.stderr)
         return REFUSED
-    print(checkout / LIBRARY)
+    print(library)
     return 0
