@@ -153,7 +153,9 @@ def with_backend(test_py: str, path: Path) -> str:
     if start is None:
         raise CheckoutError(f'{path}: no `_backends = [..., "cutile", ...]` to add "cutile-rs" to')
     if "is_backend_available" not in test_py:
-        raise CheckoutError(f"{path}: does not import is_backend_available")
+        test_py = _importing_availability(test_py, path)
+        start = _BACKENDS.search(test_py)
+        assert start is not None
     indent = start.group("indent")
     lines = test_py[start.end() :].split("\n")
     # The backends block: `if is_backend_available(...)` lines and their bodies.
@@ -169,3 +171,19 @@ def with_backend(test_py: str, path: Path) -> str:
         f'{indent}    _backends = _backends + ["cutile-rs"]\n'
     )
     return test_py[:end] + added + test_py[end:]
+
+
+_TOP_IMPORT = re.compile(r"^(?:import|from) \S+.*$", re.MULTILINE)
+
+
+def _importing_availability(test_py: str, path: Path) -> str:
+    """The test file importing `is_backend_available`, next to its other imports."""
+    imports = list(_TOP_IMPORT.finditer(test_py))
+    if not imports:
+        raise CheckoutError(f"{path}: no imports to put is_backend_available beside")
+    anchor = next(
+        (m for m in reversed(imports) if m.group().startswith("from tilegym.backend import")),
+        imports[-1],
+    )
+    line = "from tilegym.backend import is_backend_available"
+    return test_py[: anchor.end()] + "\n" + line + test_py[anchor.end() :]

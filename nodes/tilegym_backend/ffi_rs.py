@@ -297,8 +297,8 @@ def render_ffi(
     source: str,
 ) -> str:
     """The text of one kernel's `#[no_mangle]` function (rustfmt decides the layout)."""
-    if binding.uses_num_sms or any(a.is_list for a in binding.arrays):
-        raise FfiError("a grid over the SM count or a list of arrays is not written yet")
+    if any(a.is_list for a in binding.arrays):
+        raise FfiError("a list of arrays is not written yet")
     params = c_parameters(spec, order)
     arrays = [a.name for a in binding.arrays]
     deep = [a.name for a in binding.arrays if a.rank > MAX_RANK]
@@ -308,8 +308,6 @@ def render_ffi(
     typed = next(
         (g.arrays for v in binding.variants for g in v.generics if g.kind == "element"), ()
     )
-    if not typed:
-        raise FfiError("a port without an element-type generic is not written yet")
     exprs = _Expr(set(binding.bound_symbols) | set(spec.constants) | set(spec.scalars))
 
     entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
@@ -340,7 +338,7 @@ def render_ffi(
     ]
     descs = ", ".join(f"{name}_d" for name in arrays)
     lines.append(f"    let ({descs}) = crate::deref_descs!({', '.join(arrays)});")
-    lines.append(f"    let dty: &'static str = crate::resolve_dtype!({typed[0]}_d);")
+    lines.append(f"    let dty: &'static str = crate::resolve_dtype!({(typed or arrays)[0]}_d);")
     checks: list[str] = []
     fixed: dict[str, set[DType]] = {}
     for variant in binding.variants:
@@ -412,19 +410,26 @@ def render_ffi(
         "",
         "    crate::setup_device_stream!(device, stream, device_id, raw_stream);",
         "",
-        "    macro_rules! dispatch {",
-        "        ($E:ty) => {{",
     ]
+    launches: list[str] = []
     if single:
-        lines += [f"            {line}" for line in _launch(sym, binding.variants[0], "$E")]
+        launches = _launch(sym, binding.variants[0], "$E")
     else:
-        lines.append("            match variant {")
+        launches.append("match variant {")
         for index, variant in enumerate(binding.variants):
             head = f"{index}" if index < len(binding.variants) - 1 else "_"
-            lines.append(f"                {head} => {{")
-            lines += [f"                    {line}" for line in _launch(sym, variant, "$E")]
-            lines.append("                }")
-        lines.append("            }")
+            launches.append(f"    {head} => {{")
+            launches += [f"        {line}" for line in _launch(sym, variant, "$E")]
+            launches.append("    }")
+        launches.append("}")
+    if not typed:  # every array of a fixed dtype: one launch, no dispatch on it
+        lines += [f"    {line}" for line in launches]
+        lines.append("}")
+        if not any("dty" in line for line in lines if "resolve_dtype" not in line):
+            lines = [line for line in lines if "resolve_dtype" not in line]
+        return "\n".join(lines) + "\n"
+    lines += ["    macro_rules! dispatch {", "        ($E:ty) => {{"]
+    lines += [f"            {line}" for line in launches]
     lines += ["        }};", "    }", ""]
     names = ", ".join(ELEMENT_NAMES[d] for d in dtypes)
     lines.append(f"    crate::dispatch_by_dtype!(dty, dispatch, {names})")
@@ -447,7 +452,8 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         n
         for m in re.findall(r"dispatch_by_dtype!\(dty, dispatch, ([^)]*)\)", body)
         for n in m.split(", ")
-    }
+    } | set(re.findall(r"DevicePointer<(\w+)>", body))
+
     halves = [h for h in ("bf16", "f16") if h in arms]
     lines = [
         "// SPDX-License-Identifier: MIT",

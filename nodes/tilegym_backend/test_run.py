@@ -119,8 +119,8 @@ def build_crate(checkout: Path, log: Path) -> Path:
 
 def op_tests(checkout: Path, test: Path, op: str) -> list[str]:
     """The pytest node ids of the test functions in `test` that call `op`
-    (`tilegym.ops.<op>(...)`); the whole file when none names it so. A file can hold
-    several ops' tests (experimental/test_mhc.py holds three)."""
+    (`tilegym.ops.<op>(...)`, or `<op>(...)` imported); the whole file when none
+    does. A file can hold several ops' tests (experimental/test_mhc.py holds three)."""
     tree = ast.parse((checkout / test).read_text(encoding="utf-8"))
     ids: list[str] = []
     scopes: list[ast.Module | ast.ClassDef] = [tree]
@@ -133,12 +133,17 @@ def op_tests(checkout: Path, test: Path, op: str) -> list[str]:
         ids += [
             prefix + node.name
             for node in tests
-            if any(isinstance(n, ast.Attribute) and n.attr == op for n in ast.walk(node))
+            if any(
+                (isinstance(n, ast.Attribute) and n.attr == op)
+                or (isinstance(n, ast.Name) and n.id == op)
+                for n in ast.walk(node)
+            )
         ]
     return ids or [str(test)]
 
 
-def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
+def run_op(checkout: Path, op: str, timeout_s: int, log_dir: Path) -> OpTestResult:
+    """One op's tests; pytest's output goes to `log_dir/<op>.log`."""
     test = find_test(checkout, op)
     argv = [
         sys.executable,
@@ -146,6 +151,7 @@ def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
         "pytest",
         *op_tests(checkout, test, op),
         "-q",
+        "-rfE",  # each failure's one-line reason in the log
         "-k",
         "cutile_rs",  # TileGym's test ids spell the backend so
         "-p",
@@ -169,7 +175,10 @@ def run_op(checkout: Path, op: str, timeout_s: int) -> OpTestResult:
         )
         output, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as expired:
-        output, code = str(expired.stdout or ""), 124
+        partial = expired.stdout or ""
+        output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
+        output, code = output + f"\n(stopped after {timeout_s} s)\n", 124
+    (log_dir / f"{op}.log").write_text(output, encoding="utf-8")
     counts = parse_counts(output)
     return OpTestResult(
         op=op,
@@ -197,7 +206,7 @@ def run_tests(
         gpu=gpu,
         driver=driver,
         toolchain=toolchain(checkout, build),
-        ops=[run_op(checkout, op, timeout_s) for op in ops],
+        ops=[run_op(checkout, op, timeout_s, log_dir) for op in ops],
     )
 
 
