@@ -210,6 +210,18 @@ def run_tests(
     )
 
 
+def merged(earlier: Path, report: TestRunReport) -> TestRunReport:
+    """`report` with the ops of the run recorded at `earlier` that it did not rerun."""
+    if not earlier.is_file():
+        return report
+    before = TestRunReport.model_validate_json(earlier.read_text(encoding="utf-8"))
+    if (before.gpu, before.driver, before.date) != (report.gpu, report.driver, report.date):
+        raise RuntimeError(f"{earlier} is another day's or another GPU's run: not merged")
+    rerun = {r.op for r in report.ops}
+    kept = [r for r in before.ops if r.op not in rerun]
+    return report.model_copy(update={"ops": kept + list(report.ops)})
+
+
 def markdown(report: TestRunReport) -> str:
     lines = [
         f"# TileGym tests with the cutile-rs backend, {report.date}",
@@ -233,6 +245,12 @@ def add_test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per test file")
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the ops of an earlier run of the same day on the same GPU in the results "
+        "file (several runs, each within a time limit, make one table)",
+    )
+    parser.add_argument(
         "--no-build",
         action="store_true",
         help=f"use the library already at {LIBRARY} (built on the build machine; a GPU "
@@ -255,6 +273,8 @@ def test_command(args: argparse.Namespace) -> int:
         print(f"tileport tilegym test: {error}", file=sys.stderr)
         return USAGE_ERROR
     stem = args.out / f"tilegym-tests-{report.date}"
+    if args.merge:
+        report = merged(stem.with_suffix(".json"), report)
     stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
     stem.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
