@@ -604,11 +604,16 @@ class KernelSpec:
     def _variants(
         self, keys: dict[tuple[object, ...], str], used: list[LaunchRecord], names: list[str]
     ) -> list[dict[str, Any]]:
-        by_variant: dict[str, list[int]] = {}
-        for index, record in enumerate(used):
-            by_variant.setdefault(keys[self.variant_key(record)], []).append(index)
+        by_variant: dict[str, list[LaunchRecord]] = {}
+        for record in used:
+            by_variant.setdefault(keys[self.variant_key(record)], []).append(record)
+        # A variant is launched for every recorded launch of its kind, not only for the
+        # configurations that prove it: the library's own calls are those launches.
+        for record in self.records:
+            variant = keys.get(self.variant_key(record))
+            if variant in by_variant and record not in by_variant[variant]:
+                by_variant[variant].append(record)
         variants = []
-        scopes = [self.scope(r) for r in used]
         for key, variant in keys.items():
             members = by_variant.get(variant)
             if not members:
@@ -621,17 +626,16 @@ class KernelSpec:
             if bound and not self.bind_constants_per_config:
                 entry["constants"] = bound
             if len(keys) > 1:
-                entry["when"] = " or ".join(
-                    "("
-                    + _config_condition(
-                        scopes[i],
+                conditions = (
+                    _config_condition(
+                        self.scope(record),
                         self.dims.values(),
                         self.constants if self.bind_constants_per_config else (),
-                        self.config_dtype(used[i]),
+                        self.config_dtype(record),
                     )
-                    + ")"
-                    for i in members
+                    for record in members
                 )
+                entry["when"] = " or ".join(f"({c})" for c in dict.fromkeys(conditions))
             variants.append(entry)
         return variants
 

@@ -152,7 +152,7 @@ def with_backend(test_py: str, path: Path) -> str:
     start = _BACKENDS.search(test_py)
     if start is None:
         raise CheckoutError(f'{path}: no `_backends = [..., "cutile", ...]` to add "cutile-rs" to')
-    if "is_backend_available" not in test_py:
+    if not _IMPORTS_AVAILABILITY.search(test_py):  # `tilegym.is_backend_available` is not it
         test_py = _importing_availability(test_py, path)
         start = _BACKENDS.search(test_py)
         assert start is not None
@@ -173,6 +173,11 @@ def with_backend(test_py: str, path: Path) -> str:
     return test_py[:end] + added + test_py[end:]
 
 
+# The bare name is in scope: imported, or already called as such.
+_IMPORTS_AVAILABILITY = re.compile(
+    r"^from tilegym\.backend import .*\bis_backend_available\b|(?<![\w.])is_backend_available\(",
+    re.MULTILINE,
+)
 _TOP_IMPORT = re.compile(r"^(?:import|from) \S+.*$", re.MULTILINE)
 
 

@@ -127,6 +127,54 @@ def test_cutile_rs_joins_the_backends_after_the_others() -> None:
     assert with_backend(added, Path("t.py")) == added
 
 
+def test_a_test_file_without_the_availability_import_gets_it() -> None:
+    test = (
+        "import pytest\n"
+        "import tilegym\n"
+        "from tests import common\n"
+        "\n"
+        "class T:\n"
+        '    _backends = ["cutile"]\n'
+        "    def test_op(self, backend):\n"
+        "        if tilegym.is_backend_available(backend):\n"  # not the bare name
+        "            pass\n"
+    )
+    added = with_backend(test, Path("t.py"))
+    assert added.splitlines()[:4] == [
+        "import pytest",
+        "import tilegym",
+        "from tests import common",
+        "from tilegym.backend import is_backend_available",
+    ]
+    assert '    if is_backend_available("cutile-rs"):' in added
+    compile(added, "t.py", "exec")
+
+
+def test_an_ops_tests_are_the_functions_calling_it_without_benchmarks(tmp_path: Path) -> None:
+    test = tmp_path / "tests/ops/test_pair.py"
+    test.parent.mkdir(parents=True)
+    test.write_text(
+        "import tilegym\n"
+        "from tilegym.ops import b_op\n"
+        "class T:\n"
+        "    def test_a(self):\n"
+        "        tilegym.ops.a_op(1)\n"
+        "    def test_perf_a(self):\n"
+        "        tilegym.ops.a_op(2)\n"
+        "    def test_b(self):\n"
+        "        b_op(3)\n"
+        "def test_free():\n"
+        "    tilegym.ops.a_op(4)\n"
+    )
+    relative = Path("tests/ops/test_pair.py")
+    assert test_run.op_tests(tmp_path, relative, "a_op") == [
+        "tests/ops/test_pair.py::test_free",
+        "tests/ops/test_pair.py::T::test_a",
+    ]
+    assert test_run.op_tests(tmp_path, relative, "b_op") == ["tests/ops/test_pair.py::T::test_b"]
+    assert test_run.op_tests(tmp_path, relative, "c_op") == ["tests/ops/test_pair.py"]
+
+
 @needs_tilegym
 def test_the_host_code_is_taken_as_written_with_its_launches_routed() -> None:
     [module] = find_op(TILEGYM / "src", "gelu")
