@@ -39,6 +39,13 @@ def _ordered(band: tuple[float, float]) -> tuple[float, float]:
 Band = Annotated[tuple[float, float], AfterValidator(_ordered)]
 """A bootstrap 95 % interval (low, high)."""
 
+
+def outside_band(ratio: float, band: Band | None) -> bool:
+    """A port/reference ratio outside the A/A control's band (the rule of every
+    verdict, book and report); no band, no judgement."""
+    return band is not None and not band[0] <= ratio <= band[1]
+
+
 COMPARED_CONTENDERS = ("port", "reference", "control")
 """The timed sides whose medians enter a ratio: they must share every buffer."""
 
@@ -307,7 +314,7 @@ class PerfDetail(_Strict):
     @property
     def outside_aa_band(self) -> bool:
         """Port / reference lies where two identical kernels do not: stage F's case."""
-        return self.aa_band is not None and not self.aa_band[0] <= self.ratio <= self.aa_band[1]
+        return outside_band(self.ratio, self.aa_band)
 
     @model_validator(mode="after")
     def _compared_on_the_same_buffers(self) -> Self:

@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Final, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.gpu import Band
+from schemas.gpu import Band, outside_band
 from schemas.llm import LlmFallbackRecord, LlmStatus
 from schemas.pipeline import Outcome, Stage
 from schemas.run_layout import RunLayout, check_run_relative, safe_name, write_text_atomic
@@ -503,7 +503,7 @@ class PerfRow(_Strict):
     def outside_aa_band(self) -> bool:
         """The ratio lies outside what identical kernels measure here: for stage F (launch
         attributes, parameter layout, cubin metadata), whatever the geomean says."""
-        return self.aa_band is not None and not self.aa_band[0] <= self.ratio <= self.aa_band[1]
+        return outside_band(self.ratio, self.aa_band)
 
 
 class MeasurementEnvironment(_Strict):

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from schemas.gpu import Band, GpuEnvironment, HostOverhead, TimingColumn
+from schemas.gpu import Band, GpuEnvironment, HostOverhead, TimingColumn, outside_band
 from schemas.reports import InvestigationReport, geomean_line
 from schemas.run_layout import safe_name
 
@@ -83,7 +83,7 @@ class BookTiming(_Strict):
     @property
     def outside_aa_band(self) -> bool:
         """Not what identical kernels measure here: stage F's, never averaged away."""
-        return self.aa_band is not None and not self.aa_band[0] <= self.ratio <= self.aa_band[1]
+        return outside_band(self.ratio, self.aa_band)
 
 
 class KernelEntry(_Strict):
