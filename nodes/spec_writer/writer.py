@@ -11,7 +11,7 @@ written beside the others in the output folder:
   record, a literal where an extent never changes;
 - the grid as an expression that reproduces every record (`grid.py`);
 - a variant per side of each constant branch (and per set of host hints);
-- test configurations, two to six, one per variant, dtype and launch-fact
+- test configurations, two to twelve, one per variant and dtype, and launch-fact
   pattern as far as they go, ragged shapes first, with the recorded strides
   and misalignment; perf configurations from the largest records;
 - the reference kernel itself as the correctness oracle.
@@ -58,7 +58,7 @@ from schemas.spec_expr import evaluate_int
 from toolchain.reference_export import launch_facts, mangled_symbol
 from toolchain.source_tree import SourceTree, SourceTreeError, constant_parameters
 
-MAX_TEST_CONFIGS: Final = 6
+MAX_TEST_CONFIGS: Final = 12
 MAX_PERF_CONFIGS: Final = 3
 NUM_SMS: Final = 132
 # torch.testing.assert_close's defaults; integers and bools compare exactly.
@@ -445,8 +445,9 @@ class KernelSpec:
         )
 
     def pick_tests(self, variants: dict[tuple[object, ...], str]) -> list[LaunchRecord]:
-        """Up to six records: every variant, every dtype, then fact patterns; ragged and
-        small first within each."""
+        """Up to twelve records: every variant in every dtype it was launched with (a
+        variant runs only in the dtypes its configurations prove), every dtype, then
+        fact patterns; ragged and small first within each."""
         order = sorted(self.records, key=lambda r: (not self.ragged(r), self.size(r)))
         chosen: list[LaunchRecord] = []
 
@@ -460,6 +461,7 @@ class KernelSpec:
                     seen.add(key(record))
 
         cover(self.variant_key)
+        cover(lambda r: (self.variant_key(r), self.config_dtype(r)))
         cover(self.config_dtype)
         cover(self.pattern)
         if len(chosen) < 2:
@@ -607,11 +609,14 @@ class KernelSpec:
         by_variant: dict[str, list[LaunchRecord]] = {}
         for record in used:
             by_variant.setdefault(keys[self.variant_key(record)], []).append(record)
-        # A variant is launched for every recorded launch of its kind, not only for the
-        # configurations that prove it: the library's own calls are those launches.
+        # A variant is launched for every recorded launch of its kind and of a dtype its
+        # configurations prove, not only for those configurations: the library's own
+        # calls are those launches. Another dtype is another compiled kernel, unproven.
+        proven = {(keys[self.variant_key(r)], self.config_dtype(r)) for r in used}
         for record in self.records:
             variant = keys.get(self.variant_key(record))
-            if variant in by_variant and record not in by_variant[variant]:
+            taken = (variant, self.config_dtype(record)) in proven
+            if variant is not None and taken and record not in by_variant[variant]:
                 by_variant[variant].append(record)
         variants = []
         for key, variant in keys.items():

@@ -357,7 +357,7 @@ def render_ffi(
             checks.append(f"{array.name}_d.dtype != {code}")
     lines.append("    // Rank and dtype of every descriptor, as the port was compiled for.")
     lines.append(f"    if {' || '.join(checks)} {{")
-    lines.append("        return rc::INVALID_ARGS;")
+    lines.append(_refusal(sym, "a tensor's rank or dtype is not the port's"))
     lines.append("    }")
 
     bound: list[str] = []
@@ -374,7 +374,7 @@ def render_ffi(
         lines += bound
     if extent_checks:
         lines.append(f"    if {' || '.join(extent_checks)} {{")
-        lines.append("        return rc::INVALID_ARGS;")
+        lines.append(_refusal(sym, "an extent is not the one the port was compiled for"))
         lines.append("    }")
     unit = [
         f"{a.name}_d.strides[{a.unit_stride_dim}] == 1"
@@ -383,7 +383,7 @@ def render_ffi(
     ]
     if unit:
         lines.append(f"    if !({' && '.join(unit)}) {{")
-        lines.append("        return rc::INVALID_ARGS; // the port reads these rows contiguously")
+        lines.append(_refusal(sym, "a tensor the port reads contiguously has a stride"))
         lines.append("    }")
 
     single = len(binding.variants) == 1 and _condition(binding.variants[0], exprs, spec) == "true"
@@ -393,7 +393,7 @@ def render_ffi(
             f"if {_condition(v, exprs, spec)} {{ {i} }}" for i, v in enumerate(binding.variants)
         ]
         lines.append("    let variant: usize = " + " else ".join(arms) + " else {")
-        lines.append("        return rc::INVALID_ARGS; // no variant of the port was proven for it")
+        lines.append(_refusal(sym, "no variant of the port was proven for this launch"))
         lines.append("    };")
     for index, variant in enumerate(binding.variants):
         facts = [_precondition(p) for p in variant.preconditions]
@@ -401,7 +401,7 @@ def render_ffi(
             guard = "" if single else f"variant == {index} && "
             lines.append(f"    // What {variant.entry} assumes of its tensors.")
             lines.append(f"    if {guard}!({' && '.join(facts)}) {{")
-            lines.append("        return rc::INVALID_ARGS;")
+            lines.append(_refusal(sym, f"a tensor breaks what {variant.entry} assumes"))
             lines.append("    }")
     lines += [
         "    if grid_x == 0 || grid_y == 0 || grid_z == 0 {",
@@ -435,6 +435,12 @@ def render_ffi(
     lines.append(f"    crate::dispatch_by_dtype!(dty, dispatch, {names})")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _refusal(sym: str, why: str) -> str:
+    """The refusal of a launch the port was not proven for, said on stderr as the
+    crate's ops say a failed launch."""
+    return f'        eprintln!("{sym}: {why}");\n        return rc::INVALID_ARGS;'
 
 
 def _rust_type(ctype: str) -> str:
