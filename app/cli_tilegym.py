@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nodes.tilegym_backend.stage import add_op
 from nodes.tilegym_backend.test_run import add_test_arguments, build_crate, test_command
-from schemas.launch_capture import LaunchRecordError, read_launch_records
+from schemas.launch_capture import LaunchRecordError, distinct_launches, read_launch_records
 from schemas.tilegym_backend import AddOutcome
 
 USAGE_ERROR = 2
@@ -44,10 +44,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add.add_argument("op", metavar="OP")
     add.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
     add.add_argument(
-        "--launches", required=True, type=Path, help="recorded launches (tileport capture)"
+        "--launches",
+        required=True,
+        type=Path,
+        action="append",
+        help="recorded launches (tileport capture); give it again to merge several files, "
+        "each distinct launch once",
     )
     add.add_argument(
-        "--signatures", type=Path, help="entry symbols and hints (default: beside LAUNCHES)"
+        "--signatures",
+        type=Path,
+        help="entry symbols and hints (default: signatures.jsonl beside each LAUNCHES; the "
+        "records' own symbols and hints are read too)",
     )
     add.add_argument(
         "--work",
@@ -83,11 +91,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def add_command(args: argparse.Namespace) -> int:
     try:
-        records = read_launch_records(args.launches)
+        records = distinct_launches([read_launch_records(path) for path in args.launches])
     except (LaunchRecordError, OSError) as error:
         print(f"tileport tilegym add: {error}", file=sys.stderr)
         return USAGE_ERROR
-    signatures = args.signatures or args.launches.parent / "signatures.jsonl"
+    signatures = (
+        [args.signatures]
+        if args.signatures
+        else [path.parent / "signatures.jsonl" for path in args.launches]
+    )
+    signatures += args.launches  # a record names its own entry symbol and hints
     checkout = args.tilegym.resolve()
     if args.work:
         result = add_op(checkout, args.op, records, signatures, args.work.resolve())

@@ -5,7 +5,8 @@
 #   bash bench/tilegym_ops.sh TILEGYM LAUNCHES WORK OP...
 #
 # Copies the unmodified TileGym checkout TILEGYM to WORK/tilegym as a git checkout,
-# runs `tileport tilegym add OP` for each OP (committing each op's change, as a
+# runs `tileport tilegym add OP` for each OP (with LAUNCHES/launches.jsonl and the
+# files in $EXTRA_LAUNCHES, space-separated; committing each op's change, as a
 # maintainer would before adding the next; WORK/<op>.patch is the patch, WORK/add.tsv
 # the exit code of each), checks that the patches of the added ops, together, apply
 # to a fresh copy (`git apply --check`), builds the crate (`tileport tilegym build`)
@@ -15,7 +16,7 @@
 set -euo pipefail
 
 if [ $# -lt 4 ]; then
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,17p' "$0" >&2
     exit 2
 fi
 tilegym=$1 launches=$2 work=$3
@@ -29,12 +30,16 @@ rm -rf "$checkout" "$work/fresh"
 cp -r "$tilegym" "$checkout"
 git_ init -q && git_ add -A && git_ commit -qm "TileGym as it is"
 base=$(git_ rev-parse HEAD)
+extra=()
+for file in ${EXTRA_LAUNCHES:-}; do
+    extra+=(--launches "$file")
+done
 
 : > "$work/add.tsv"
 for op in "$@"; do
     set +e
     tileport tilegym add "$op" --tilegym "$checkout" --launches "$launches/launches.jsonl" \
-        --work "$work/ports" > "$work/$op.patch" 2> "$work/$op.log"
+        "${extra[@]}" --work "$work/ports" > "$work/$op.patch" 2> "$work/$op.log"
     code=$?
     set -e
     printf '%s\t%s\n' "$op" "$code" >> "$work/add.tsv"

@@ -221,3 +221,15 @@ def _first_problem(error: ValidationError) -> str:
     where = ".".join(str(part) for part in first["loc"]) or "record"
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"{where}: {first['msg']}{more}"
+
+
+def distinct_launches(files: list[list[LaunchRecord]]) -> list[LaunchRecord]:
+    """The records of several launch files, in order, each distinct launch once."""
+    seen: set[str] = set()
+    merged: list[LaunchRecord] = []
+    for records in files:
+        for record in records:
+            if record.identity() not in seen:
+                seen.add(record.identity())
+                merged.append(record)
+    return merged

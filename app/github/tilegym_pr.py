@@ -112,7 +112,7 @@ def deliver_op(
     with tempfile.TemporaryDirectory(prefix="tileport-tilegym-") as scratch:
         checkout = fetch_checkout(client, repo, head_sha, launches, Path(scratch) / "checkout")
         records = read_launch_records(checkout / launches)
-        signatures = (checkout / launches).with_name("signatures.jsonl")
+        signatures = [(checkout / launches).with_name("signatures.jsonl"), checkout / launches]
         result = add_op(checkout, op, records, signatures, Path(scratch) / "work")
         if result.outcome is not AddOutcome.ADDED:
             return TileGymDelivery(op, result)

@@ -712,14 +712,16 @@ def _spec_name(kernel: str, module: str, taken: set[str]) -> str:
 
 
 def read_signature_hints(path: Path) -> dict[str, str]:
-    """symbol -> hints from a `signatures.jsonl` (tilegym-launches layout), if present."""
+    """symbol -> hints from a `signatures.jsonl` (tilegym-launches layout), or from
+    launch records that carry their entry symbol and hints, if present."""
     if not path.is_file():
         return {}
     hints = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             entry = json.loads(line)
-            hints[entry["symbol"]] = entry.get("hints", "")
+            if entry.get("symbol"):
+                hints[entry["symbol"]] = entry.get("hints") or ""
     return hints
 
 

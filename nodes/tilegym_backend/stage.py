@@ -120,7 +120,7 @@ def _ports(
     module: OpModule,
     kernels: list[str],
     records: list[LaunchRecord],
-    signatures: Path,
+    signatures: list[Path],
     work: Path,
 ) -> list[_Port]:
     if not kernels:
@@ -132,9 +132,10 @@ def _ports(
             f"no launches recorded of {', '.join(unrecorded)} ({module.path}): "
             "record them with tileport capture"
         )
-    written, problems = write_specs(
-        mine, checkout / SOURCE_ROOT, work / "specs", read_signature_hints(signatures)
-    )
+    hints: dict[str, str] = {}
+    for path in signatures:
+        hints.update(read_signature_hints(path))
+    written, problems = write_specs(mine, checkout / SOURCE_ROOT, work / "specs", hints)
     if problems:
         raise Refused("no port spec for: " + "; ".join(problems))
     return [_port(spec.path, work / "ports") for spec in written]
@@ -211,10 +212,12 @@ def _texts(
 
 
 def add_op(
-    checkout: Path, op: str, records: list[LaunchRecord], signatures: Path, work: Path
+    checkout: Path, op: str, records: list[LaunchRecord], signatures: list[Path], work: Path
 ) -> AddResult:
-    """Add `op` to the checkout's cutile-rs backend, or say why not. `work` holds the
-    specs and ports (a port made from the same spec text is reused)."""
+    """Add `op` to the checkout's cutile-rs backend, or say why not. `signatures` are
+    files of entry symbols and hints (signatures.jsonl, launch records; absent ones
+    are skipped); `work` holds the specs and ports (a port made from the same spec
+    text is reused)."""
     result = AddResult(op=op, outcome=AddOutcome.REFUSED)
     try:
         check_checkout(checkout)

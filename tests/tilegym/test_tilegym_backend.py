@@ -22,7 +22,7 @@ from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, proje
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
-from schemas.launch_capture import read_launch_records
+from schemas.launch_capture import distinct_launches, read_launch_records
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.env import REPO_ROOT, cache_dir, toolchain_env
 
@@ -125,6 +125,17 @@ def test_cutile_rs_joins_the_backends_after_the_others() -> None:
         '        _backends = _backends + ["cutile-rs"]',
     ]
     assert with_backend(added, Path("t.py")) == added
+
+
+@needs_tilegym
+def test_launch_files_merge_each_distinct_launch_once() -> None:
+    shared = read_launch_records(LAUNCHES / "launches.jsonl")
+    assert distinct_launches([shared, shared]) == distinct_launches([shared])
+    relu = [r for r in shared if r.kernel == "_relu_fwd_kernel"]
+    other = [r.model_copy(update={"test": "another test, same launch"}) for r in relu]
+    assert distinct_launches([relu, other]) == distinct_launches([relu])
+    moved = [r.model_copy(update={"grid": [r.grid[0] + 1, 1, 1]}) for r in relu[:1]]
+    assert len(distinct_launches([relu, moved])) == len(distinct_launches([relu])) + 1
 
 
 def test_a_test_file_without_the_availability_import_gets_it() -> None:
