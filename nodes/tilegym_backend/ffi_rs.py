@@ -138,6 +138,8 @@ class _Expr:
             return "(" + joiner.join(self._node(v, text) for v in node.values) + ")"
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return f"!{self._node(node.operand, text)}"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return f"(-{self._node(node.operand, text)})"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             args = [self._node(a, text) for a in node.args]
             if node.func.id == "cdiv" and len(args) == 2:
