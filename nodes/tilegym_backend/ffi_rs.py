@@ -99,7 +99,7 @@ def c_parameters(spec: PortSpec, order: list[str]) -> list[tuple[str, str]]:
     return params
 
 
-class _Expr:
+class SpecExpr:
     """A spec expression (`X_0 % 16 == 0 and dtype == 'float16'`) as Rust over the
     bound extents, the passed constants and `dty`."""
 
@@ -279,7 +279,7 @@ def _unwrapped(code: str) -> str:
     return code[1:-1]
 
 
-def _condition(variant: VariantBinding, exprs: _Expr, spec: PortSpec) -> str:
+def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
     parts = [] if variant.when.strip() == "True" else [exprs.rust(variant.when)]
     for name, value in variant.literals:
         kind = spec.constants[name].type if name in spec.constants else "int"
@@ -310,7 +310,7 @@ def render_ffi(
     typed = next(
         (g.arrays for v in binding.variants for g in v.generics if g.kind == "element"), ()
     )
-    exprs = _Expr(set(binding.bound_symbols) | set(spec.constants) | set(spec.scalars))
+    exprs = SpecExpr(set(binding.bound_symbols) | set(spec.constants) | set(spec.scalars))
 
     entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
     lines = [

@@ -19,6 +19,7 @@ from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
+from nodes.tilegym_backend.ffi_rs import FfiError, SpecExpr
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
@@ -136,6 +137,22 @@ def test_launch_files_merge_each_distinct_launch_once() -> None:
     assert distinct_launches([relu, other]) == distinct_launches([relu])
     moved = [r.model_copy(update={"grid": [r.grid[0] + 1, 1, 1]}) for r in relu[:1]]
     assert len(distinct_launches([relu, moved])) == len(distinct_launches([relu])) + 1
+
+
+def test_a_variants_condition_is_rust_over_the_launch_arguments() -> None:
+    names = {"X_0", "P", "SEED", "TRAINING", "BLOCK"}
+    when = "(X_0 == 1024 and P == 0.2 and SEED == -5 and TRAINING == True and dtype == 'float16')"
+    assert SpecExpr(names).rust(when) == (
+        "((x_0 == 1024_i64) && (p == 0.2_f64) && (seed == (-5_i64)) && (training == true) "
+        '&& (dty == "f16"))'
+    )
+    assert SpecExpr(names).rust("cdiv(X_0, BLOCK) > 1 or not TRAINING") == (
+        "((((x_0 + block - 1) / block) > 1_i64) || !training)"
+    )
+    with pytest.raises(FfiError, match="'num_sms > 2' is not one this generator writes"):
+        SpecExpr(names).rust("num_sms > 2")
+    with pytest.raises(FfiError, match="'float8_e5m2' is not an element type of ffi_util"):
+        SpecExpr(names).rust("dtype == 'float8_e5m2'")
 
 
 def test_a_test_file_without_the_availability_import_gets_it() -> None:
