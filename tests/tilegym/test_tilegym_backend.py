@@ -135,7 +135,7 @@ def test_launch_files_merge_each_distinct_launch_once() -> None:
     relu = [r for r in shared if r.kernel == "_relu_fwd_kernel"]
     other = [r.model_copy(update={"test": "another test, same launch"}) for r in relu]
     assert distinct_launches([relu, other]) == distinct_launches([relu])
-    moved = [r.model_copy(update={"grid": [r.grid[0] + 1, 1, 1]}) for r in relu[:1]]
+    moved = [r.model_copy(update={"grid": (r.grid[0] + 1, 1, 1)}) for r in relu[:1]]
     assert len(distinct_launches([relu, moved])) == len(distinct_launches([relu])) + 1
 
 
