@@ -11,7 +11,7 @@ written beside the others in the output folder:
   record, a literal where an extent never changes;
 - the grid as an expression that reproduces every record (`grid.py`);
 - a variant per side of each constant branch (and per set of host hints);
-- test configurations, two to twelve, one per variant and dtype, and launch-fact
+- test configurations, two to 32, one per variant and dtype, and launch-fact
   pattern as far as they go, ragged shapes first, with the recorded strides
   and misalignment; perf configurations from the largest records;
 - the reference kernel itself as the correctness oracle.
@@ -58,7 +58,7 @@ from schemas.spec_expr import evaluate_int
 from toolchain.reference_export import launch_facts, mangled_symbol
 from toolchain.source_tree import SourceTree, SourceTreeError, constant_parameters
 
-MAX_TEST_CONFIGS: Final = 12
+MAX_TEST_CONFIGS: Final = 32
 MAX_PERF_CONFIGS: Final = 3
 NUM_SMS: Final = 132
 # torch.testing.assert_close's defaults; integers and bools compare exactly.
@@ -445,7 +445,7 @@ class KernelSpec:
         )
 
     def pick_tests(self, variants: dict[tuple[object, ...], str]) -> list[LaunchRecord]:
-        """Up to twelve records: every variant in every dtype it was launched with (a
+        """Up to 32 records: every variant in every dtype it was launched with (a
         variant runs only in the dtypes its configurations prove), every dtype, then
         fact patterns; ragged and small first within each."""
         order = sorted(self.records, key=lambda r: (not self.ragged(r), self.size(r)))

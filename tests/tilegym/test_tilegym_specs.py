@@ -46,7 +46,7 @@ def test_every_recorded_kernel_gets_a_valid_spec(specs: Path) -> None:
     for path in sorted(specs.glob("*.port.yaml")):
         spec = load_port_spec(path)
         assert spec.module is not None and spec.module.startswith("tilegym.ops.cutile")
-        assert 1 <= len(spec.test_configs) <= 12
+        assert 1 <= len(spec.test_configs) <= 32
         assert spec.reference.oracle == "reference_kernel"
         assert (path.parent / spec.source).resolve().is_file()
 
