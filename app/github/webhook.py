@@ -22,6 +22,7 @@ from app import conversions
 from app.context import ServiceContext
 from app.errors import ApiError
 from app.github.client import GitHubClient, GitHubError
+from app.github.report import default_client
 from app.github.status import status_context
 from app.github.tilegym_pr import DeliveryError, comment_for, deliver_op, is_tilegym_layout
 from app.intake import RawSubmission, build_submission, load_spec, reference_module_path
@@ -347,6 +348,7 @@ def deliver_tilegym_ops(
     request gets a status per op and a comment with the evidence or the reason."""
     settings = context.settings
     outcomes: list[str] = []
+    delivered_all = True
     for op in request.operators:
         context_name = status_context(op)
         try:
@@ -361,9 +363,11 @@ def deliver_tilegym_ops(
             summary = f"on {delivered.branch}" if delivered.branch else "not delivered"
             client.commit_status(request.repo, request.head_sha, state, context_name, summary)
             outcomes.append(f"{op}: {summary}")
+            delivered_all &= bool(delivered.branch)
         except (GitHubError, DeliveryError) as error:
             log.warning("TileGym delivery of %s failed: %s", op, error)
             outcomes.append(f"{op}: {error}")
+            delivered_all = False
             try:
                 client.comment(
                     request.repo, request.number, f"tileport could not deliver `{op}`: {error}"
@@ -373,7 +377,6 @@ def deliver_tilegym_ops(
                 )
             except GitHubError:
                 log.exception("could not report a failed delivery to GitHub")
-    delivered_all = all(": on " in outcome for outcome in outcomes)
     settle_delivery(
         context.sessions,
         row_id,
@@ -392,9 +395,7 @@ def start_ports(
     if is_tilegym_layout(client, request.repo, request.head_sha):
 
         def deliver() -> None:
-            with GitHubClient(
-                context.settings.github_api_url, context.settings.github_token
-            ) as own:
+            with default_client(context.settings) as own:
                 deliver_tilegym_ops(context, own, request, row_id)
 
         return Decision(

@@ -66,15 +66,21 @@ def _delivery(context: ServiceContext) -> WebhookDelivery:
         return row
 
 
+def _command(client: TestClient, github: FakeGitHub, text: str) -> list[str]:
+    """Comment `text` on the pull request; the bot's replies, once the delivery ran
+    (the answer comes first; the test client waits for what runs after it)."""
+    response = deliver(client, "issue_comment", comment(text))
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "accepted"
+    assert "TileGym layout" in response.json()["reason"]
+    return [c.body["body"] for c in github.calls_to("POST", r".*/issues/7/comments")]
+
+
 @pytest.mark.slow
 def test_port_command_delivers_the_op_as_a_commit_on_a_branch(
     client: TestClient, context: ServiceContext, tilegym_repo: FakeGitHub
 ) -> None:
-    response = deliver(client, "issue_comment", comment("/tileport port relu"))
-    # The answer comes first; the delivery runs after it (the test client waits for it).
-    assert response.status_code == 202, response.text
-    assert response.json()["status"] == "accepted"
-    assert "TileGym layout" in response.json()["reason"]
+    [reply] = _command(client, tilegym_repo, "/tileport port relu")
     repo = tilegym_repo.repos[REPO]
 
     branch = repo.refs["refs/heads/tileport/relu"]
@@ -99,7 +105,6 @@ def test_port_command_delivers_the_op_as_a_commit_on_a_branch(
     fetched = {c.path.rsplit("/", 1)[-1] for c in tilegym_repo.calls_to("GET", r".*/git/blobs/.+")}
     assert repo.add_blob(before["README.md"]) not in fetched
 
-    [reply] = [c.body["body"] for c in tilegym_repo.calls_to("POST", r".*/issues/7/comments")]
     assert "branch `tileport/relu`" in reply
     assert "| `_relu_fwd_kernel` | COMPILED |" in reply
     statuses = [c.body for c in tilegym_repo.calls_to("POST", rf".*/statuses/{HEAD}")]
@@ -113,9 +118,7 @@ def test_without_launch_records_the_pr_is_told_how_to_make_them(
     client: TestClient, context: ServiceContext, tilegym_repo: FakeGitHub
 ) -> None:
     tilegym_repo.repos[REPO] = Repo(HEAD, _files([]))
-    response = deliver(client, "issue_comment", comment("/tileport port relu"))
-    assert response.status_code == 202, response.text
-    [reply] = [c.body["body"] for c in tilegym_repo.calls_to("POST", r".*/issues/7/comments")]
+    [reply] = _command(client, tilegym_repo, "/tileport port relu")
     assert "no launch records at tileport/launches.jsonl" in reply
     assert "tileport capture" in reply
     assert tilegym_repo.repos[REPO].refs == {}
@@ -126,9 +129,7 @@ def test_without_launch_records_the_pr_is_told_how_to_make_them(
 def test_an_op_it_cannot_deliver_is_refused_on_the_pr(
     client: TestClient, context: ServiceContext, tilegym_repo: FakeGitHub
 ) -> None:
-    response = deliver(client, "issue_comment", comment("/tileport port no_such_op"))
-    assert response.status_code == 202, response.text
-    [reply] = [c.body["body"] for c in tilegym_repo.calls_to("POST", r".*/issues/7/comments")]
+    [reply] = _command(client, tilegym_repo, "/tileport port no_such_op")
     assert "could not deliver `no_such_op`" in reply and "unknown op 'no_such_op'" in reply
     statuses = [c.body["state"] for c in tilegym_repo.calls_to("POST", rf".*/statuses/{HEAD}")]
     assert statuses == ["pending", "failure"]
