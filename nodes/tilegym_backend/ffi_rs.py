@@ -293,15 +293,15 @@ def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
 def render_ffi(
     sym: str,
     spec: PortSpec,
-    order: list[str],
+    params: list[tuple[str, str]],
     binding: OperatorBinding,
     module: str,
     source: str,
 ) -> str:
-    """The text of one kernel's `#[no_mangle]` function (rustfmt decides the layout)."""
+    """The text of one kernel's `#[no_mangle]` function (rustfmt decides the layout);
+    `params` are the kernel's C parameters (`c_parameters`)."""
     if any(a.is_list for a in binding.arrays):
         raise FfiError("a list of arrays is not written yet")
-    params = c_parameters(spec, order)
     arrays = [a.name for a in binding.arrays]
     deep = [a.name for a in binding.arrays if a.rank > MAX_RANK]
     if deep:

@@ -169,7 +169,7 @@ def _deliver(op: str, port: _Port, kernels: int, source: str) -> _Delivered:
         entries.by_variant,
         entries.literal,
     )
-    order = kernel_parameter_order(spec, port.spec_path)
+    params = c_parameters(spec, kernel_parameter_order(spec, port.spec_path))
     sym = symbol(op, spec.kernel, kernels)
     hints = spec.variants[0].hints
     chosen = hints.model_dump(exclude_none=True) if hints else {}
@@ -177,11 +177,11 @@ def _deliver(op: str, port: _Port, kernels: int, source: str) -> _Delivered:
         module_text=text,
         module=module,
         entries=[v.entry for v in binding.variants],
-        ffi=render_ffi(sym, spec, order, binding, module, source),
+        ffi=render_ffi(sym, spec, params, binding, module, source),
         port=PortFfi(
             kernel=spec.kernel,
             symbol=sym,
-            parameters=tuple(c_parameters(spec, order)),
+            parameters=tuple(params),
             num_ctas=chosen.get("num_ctas"),
             occupancy=chosen.get("occupancy"),
         ),
