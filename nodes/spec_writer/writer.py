@@ -25,7 +25,7 @@ import ast
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -58,6 +58,11 @@ from schemas.spec_expr import evaluate_int
 from toolchain.reference_export import launch_facts, mangled_symbol
 from toolchain.source_tree import SourceTree, SourceTreeError, constant_parameters
 
+# Configurations that prove what the port is launched for (every variant in every
+# dtype, every constant set a literal-specialised entry needs) are bounded only by
+# MAX_PROVING_CONFIGS; those for other dtypes and fact patterns stop at
+# MAX_TEST_CONFIGS.
+MAX_PROVING_CONFIGS: Final = 96
 MAX_TEST_CONFIGS: Final = 32
 MAX_PERF_CONFIGS: Final = 3
 NUM_SMS: Final = 132
@@ -191,6 +196,7 @@ class KernelSpec:
         self.dropped = 0
         self.constant_rules = self._constant_rules()
         self.bind_constants_per_config = False
+        self.literal_constants: tuple[str, ...] = ()
 
     def keep_compiled(self, symbols: set[str]) -> None:
         """Drop the records whose launch compiled no recorded entry (it failed)."""
@@ -445,23 +451,35 @@ class KernelSpec:
         )
 
     def pick_tests(self, variants: dict[tuple[object, ...], str]) -> list[LaunchRecord]:
-        """Up to 32 records: every variant in every dtype it was launched with (a
-        variant runs only in the dtypes its configurations prove), every dtype, then
-        fact patterns; ragged and small first within each."""
+        """The records to prove: every variant in every dtype it was launched with (a
+        variant runs only in the dtypes its configurations prove) and with every set of
+        values of `literal_constants`; then, up to MAX_TEST_CONFIGS in all, every dtype
+        and fact pattern. Ragged and small first within each."""
         order = sorted(self.records, key=lambda r: (not self.ragged(r), self.size(r)))
         chosen: list[LaunchRecord] = []
 
-        def cover(key: Any) -> None:
+        def cover(key: Any, limit: int = MAX_TEST_CONFIGS) -> None:
             seen = {key(r) for r in chosen}
             for record in order:
-                if len(chosen) >= MAX_TEST_CONFIGS:
+                if len(chosen) >= limit:
                     return
                 if key(record) not in seen:
                     chosen.append(record)
                     seen.add(key(record))
 
-        cover(self.variant_key)
-        cover(lambda r: (self.variant_key(r), self.config_dtype(r)))
+        proving = MAX_PROVING_CONFIGS
+        cover(self.variant_key, proving)
+        cover(lambda r: (self.variant_key(r), self.config_dtype(r)), proving)
+        # An entry specialised to literal constants serves only the values it bakes in.
+        if self.literal_constants:
+            cover(
+                lambda r: (
+                    self.variant_key(r),
+                    self.config_dtype(r),
+                    tuple(_number(self.arg(r, n)) for n in self.literal_constants),
+                ),
+                proving,
+            )
         cover(self.config_dtype)
         cover(self.pattern)
         if len(chosen) < 2:
@@ -730,8 +748,12 @@ def write_specs(
     source_root: Path,
     out: Path,
     signature_hints: dict[str, str] | None = None,
+    literal_constants: Mapping[tuple[str, str], Iterable[str]] | None = None,
 ) -> tuple[list[WrittenSpec], list[str]]:
-    """One spec per kernel into `out`; also the problems of kernels that got none."""
+    """One spec per kernel into `out`; also the problems of kernels that got none.
+    `literal_constants`, by (module, kernel): the constants its port's entries are
+    specialised to (a first port's report says), every recorded set of which then
+    gets a configuration."""
     tree = SourceTree(source_root)
     out.mkdir(parents=True, exist_ok=True)
     written: list[WrittenSpec] = []
@@ -742,6 +764,8 @@ def write_specs(
             kernel = KernelSpec(tree, launches, signature_hints or {})
             if signature_hints:
                 kernel.keep_compiled(set(signature_hints))
+            literal = (literal_constants or {}).get((kernel.module, kernel.kernel), ())
+            kernel.literal_constants = tuple(n for n in kernel.constants if n in set(literal))
             name = _spec_name(kernel.kernel, kernel.module, taken)
             data = kernel.build(out.resolve(), name)
             path = out / f"{name}.port.yaml"

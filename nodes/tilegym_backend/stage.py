@@ -135,10 +135,26 @@ def _ports(
     hints: dict[str, str] = {}
     for path in signatures:
         hints.update(read_signature_hints(path))
-    written, problems = write_specs(mine, checkout / SOURCE_ROOT, work / "specs", hints)
-    if problems:
-        raise Refused("no port spec for: " + "; ".join(problems))
-    return [_port(spec.path, work / "ports") for spec in written]
+
+    def ported(literal: dict[tuple[str, str], list[str]]) -> list[_Port]:
+        written, problems = write_specs(
+            mine, checkout / SOURCE_ROOT, work / "specs", hints, literal
+        )
+        if problems:
+            raise Refused("no port spec for: " + "; ".join(problems))
+        return [_port(spec.path, work / "ports") for spec in written]
+
+    ports = ported({})
+    # Entries specialised to literal constants serve only the constant sets their
+    # configurations had: the specs are written again to prove every recorded set.
+    literal = {
+        (spec.module or "", spec.kernel): sorted(
+            {name for entry in port.report.literal_entries for name in entry.bindings}
+        )
+        for port in ports
+        if port.report.literal_entries and (spec := load_port_spec(port.spec_path))
+    }
+    return ported(literal) if literal else ports
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,19 @@ def gather_rows(x, idx, out, n, BLOCK: ConstInt, SCALE: ct.Constant[bool]):
     put(out, row, tile)
 """
 
+FILL = """\
+import cuda.tile as ct
+
+from ..common.types import ConstInt
+
+
+@ct.kernel
+def fill_rows(out, N_ROWS: ConstInt):
+    for row in range(ct.bid(0), N_ROWS, ct.num_blocks(0)):
+        tile = ct.full((16,), 7, dtype=out.dtype)
+        ct.store(out, index=(row, 0), tile=tile)
+"""
+
 
 @pytest.fixture
 def library(tmp_path: Path) -> Path:
@@ -62,6 +75,7 @@ def library(tmp_path: Path) -> Path:
         "mylib/ops/__init__.py": "",
         "mylib/ops/helpers.py": HELPERS,
         "mylib/ops/rows.py": KERNELS,
+        "mylib/ops/fill.py": FILL,
     }.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,6 +144,40 @@ def test_a_spec_from_records(library: Path, tmp_path: Path) -> None:
     assert {v.hints.occupancy if v.hints else None for v in spec.variants} == {4, None}
     assert spec.test_configs[0].dims["X_0"] % 16, "ragged first"
     assert spec.reference.oracle == "reference_kernel"
+
+
+def fill_record(rows: int, dtype: str = "int32") -> LaunchRecord:
+    return LaunchRecord.model_validate(
+        {
+            "test": "tests/test_fill.py::test[x]",
+            "kernel": "fill_rows",
+            "file": "mylib/ops/fill.py",
+            "line": 7,
+            "grid": [4, 1, 1],
+            "params": ["out", "N_ROWS"],
+            "args": [tensor(dtype, [rows, 16]), {"kind": "int", "value": rows}],
+        }
+    )
+
+
+FILL_RECORDS = [fill_record(16), fill_record(48), fill_record(80), fill_record(16, "float32")]
+
+
+def test_literal_constants_get_every_recorded_set(library: Path, tmp_path: Path) -> None:
+    # N_ROWS is the shape's (one variant, one configuration) until a first port
+    # specialises its entries to N_ROWS (G16): then every recorded N_ROWS is proven
+    before, _ = write_specs(FILL_RECORDS, library, tmp_path / "before")
+    after, _ = write_specs(
+        FILL_RECORDS,
+        library,
+        tmp_path / "after",
+        literal_constants={("mylib.ops.fill", "fill_rows"): ["N_ROWS"]},
+    )
+
+    def rows(path: Path) -> set[int]:
+        return {c.dims["OUT_0"] for c in load_port_spec(path).test_configs}
+
+    assert rows(before[0].path) == {16} and rows(after[0].path) == {16, 48, 80}
 
 
 def test_the_spec_exports_from_the_unmodified_package(library: Path, tmp_path: Path) -> None:
