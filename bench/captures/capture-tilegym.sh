@@ -5,6 +5,7 @@
 #
 #   bash bench/captures/capture-tilegym.sh TILEGYM_DIR OUT_DIR
 #
+# CAPTURE_FILES replaces the list (one "FILE SECONDS [TERM]" per line).
 # Writes OUT_DIR/launches.jsonl, OUT_DIR/summaries.jsonl (one capture summary per
 # test file: the file, its timeout, its exit status and what it recorded) and
 # OUT_DIR/logs.txt (the end of each file's pytest output).
@@ -16,8 +17,9 @@ work=$(mktemp -d)
 export PYTHONPATH="$repo:$tilegym/src${PYTHONPATH:+:$PYTHONPATH}"
 export TILEGYM_DISABLE_AUTOTUNE=1 PYTHONUNBUFFERED=1
 export FILES CAPTURE_REPO=$repo CAPTURE_TILEGYM=$tilegym CAPTURE_WORK=$work
-# test file under tests/ops | seconds at most | optional extra -k term
-FILES="
+# test file under tests/ops | seconds at most | optional extra -k term; CAPTURE_FILES
+# (lines of the same form) replaces the list.
+FILES=${CAPTURE_FILES:-"
 test_bmm.py 200 cutile-False
 test_matmul.py 200
 test_group_gemm.py 200
@@ -37,7 +39,13 @@ test_dropout.py 150
 test_layer_norm_legacy.py 150
 activation/test_relu.py 150
 experimental/test_nvfp4_quantize.py 150
-"
+test_mla_decoding_split_kv.py 150
+activation/test_geglu.py 150
+activation/test_gelu.py 150
+experimental/test_mhc.py 150
+experimental/test_swa_attention.py 150
+experimental/test_fused_linear_cross_entropy.py 150
+"}
 # Every capture ends by the deadline (CAPTURE_BUDGET_S from now, 420 by default).
 export CAPTURE_DEADLINE=$(($(date +%s) + ${CAPTURE_BUDGET_S:-420}))
 one() {
