@@ -60,8 +60,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add.add_argument(
         "--work",
         type=Path,
-        help="keep specs and ports here; a port made from the same spec text is reused "
-        "(default: a temporary folder)",
+        help="keep specs and ports here, a folder per op; a port made from the same spec "
+        "text is reused (default: a temporary folder)",
     )
     add.add_argument("--json", action="store_true", help="print the result as JSON")
     add.set_defaults(handler=add_command)

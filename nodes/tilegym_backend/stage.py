@@ -232,8 +232,8 @@ def add_op(
 ) -> AddResult:
     """Add `op` to the checkout's cutile-rs backend, or say why not. `signatures` are
     files of entry symbols and hints (signatures.jsonl, launch records; absent ones
-    are skipped); `work` holds the specs and ports (a port made from the same spec
-    text is reused)."""
+    are skipped); `work/<op>` holds the op's specs and ports (a port made from the
+    same spec text is reused)."""
     result = AddResult(op=op, outcome=AddOutcome.REFUSED)
     try:
         check_checkout(checkout)
@@ -243,7 +243,9 @@ def add_op(
         files = OpFiles(op, find_test(checkout, op))
         source = (checkout / SOURCE_ROOT / module.path).read_text(encoding="utf-8")
         host = host_code(module, source)
-        ports = _ports(checkout, module, host.kernels, records, signatures, work)
+        # A folder per op: two ops' kernels may share a name (mla_decoding and
+        # mla_decoding_split_kv each have a _naive_absorb_mla_transpose_kernel).
+        ports = _ports(checkout, module, host.kernels, records, signatures, work / op)
         kernels = [
             KernelPort(
                 kernel=p.report.kernel,

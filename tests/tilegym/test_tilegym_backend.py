@@ -350,10 +350,10 @@ def test_ops_it_cannot_deliver_are_refused(
     [spec] = write_specs(
         records,
         checkout / "src",
-        work / "specs",
+        work / "gelu" / "specs",
         read_signature_hints(LAUNCHES / "signatures.jsonl"),
     )[0]
-    kept = work / "ports" / spec.path.name.removesuffix(".port.yaml")
+    kept = work / "gelu" / "ports" / spec.path.name.removesuffix(".port.yaml")
     kept.mkdir(parents=True)
     (kept / SPEC_COPY).write_text(spec.path.read_text())
     blocked = PortReport(
