@@ -14,7 +14,7 @@ import pytest
 
 from app.cli import main as tileport
 from nodes.spec_writer.fidelity import check_spec, read_symbols
-from nodes.spec_writer.writer import read_signature_hints, write_specs
+from nodes.spec_writer.writer import MAX_PROVING_CONFIGS, read_signature_hints, write_specs
 from schemas.launch_capture import read_launch_records
 from schemas.port_spec import load_port_spec
 from toolchain.env import REPO_ROOT
@@ -46,7 +46,7 @@ def test_every_recorded_kernel_gets_a_valid_spec(specs: Path) -> None:
     for path in sorted(specs.glob("*.port.yaml")):
         spec = load_port_spec(path)
         assert spec.module is not None and spec.module.startswith("tilegym.ops.cutile")
-        assert 1 <= len(spec.test_configs) <= 32
+        assert 1 <= len(spec.test_configs) <= MAX_PROVING_CONFIGS
         assert spec.reference.oracle == "reference_kernel"
         assert (path.parent / spec.source).resolve().is_file()
 
