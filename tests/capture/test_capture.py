@@ -23,11 +23,11 @@ REPO = HERE.parents[1]
 FAKE_SITE = HERE / "fake_site"
 BROKEN_SITE = HERE / "broken_site"
 SCRIPT = HERE / "scripts" / "launches.py"
-# TileGym's launches as recorded before `tileport capture` existed, kept beside the checkout.
-SHARED_LAUNCHES = Path(
-    os.environ.get(
-        "TILEPORT_TILEGYM_LAUNCHES", REPO.parent / "shared" / "tilegym-launches" / "launches.jsonl"
-    )
+# TileGym's launches as recorded before `tileport capture` existed, kept beside the
+# checkout (TILEPORT_TILEGYM_LAUNCHES names their folder, as for tests/tilegym/).
+SHARED_LAUNCHES = (
+    Path(os.environ.get("TILEPORT_TILEGYM_LAUNCHES", REPO.parent / "shared" / "tilegym-launches"))
+    / "launches.jsonl"
 )
 
 
