@@ -11,9 +11,11 @@ written beside the others in the output folder:
   record, a literal where an extent never changes;
 - the grid as an expression that reproduces every record (`grid.py`);
 - a variant per side of each constant branch (and per set of host hints);
-- test configurations, two to 32, one per variant and dtype, and launch-fact
-  pattern as far as they go, ragged shapes first, with the recorded strides
-  and misalignment; perf configurations from the largest records;
+- test configurations: one per variant and dtype (and per recorded set of the
+  constants a first port's entries were specialised to), up to 96; then, up to
+  32 in all, dtypes and launch-fact patterns, ragged shapes first, with the
+  recorded strides and misalignment; perf configurations from the largest
+  records;
 - the reference kernel itself as the correctness oracle.
 
 Every spec is validated by loading it back.

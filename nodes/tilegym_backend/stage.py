@@ -20,7 +20,7 @@ from nodes.host_builder.binding import BindingError, bind_operator, kernel_param
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.host_builder.stage import StageFailure, writer_entries
 from nodes.kernel_writer.stage import port_kernel
-from nodes.spec_writer.writer import read_signature_hints, write_specs
+from nodes.spec_writer.writer import WrittenSpec, read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
     CRATE_LIB,
     CUTILE_RS,
@@ -136,25 +136,25 @@ def _ports(
     for path in signatures:
         hints.update(read_signature_hints(path))
 
-    def ported(literal: dict[tuple[str, str], list[str]]) -> list[_Port]:
+    def ported(literal: dict[tuple[str, str], list[str]]) -> list[tuple[WrittenSpec, _Port]]:
         written, problems = write_specs(
             mine, checkout / SOURCE_ROOT, work / "specs", hints, literal
         )
         if problems:
             raise Refused("no port spec for: " + "; ".join(problems))
-        return [_port(spec.path, work / "ports") for spec in written]
+        return [(spec, _port(spec.path, work / "ports")) for spec in written]
 
-    ports = ported({})
+    first = ported({})
     # Entries specialised to literal constants serve only the constant sets their
     # configurations had: the specs are written again to prove every recorded set.
     literal = {
-        (spec.module or "", spec.kernel): sorted(
+        (spec.module, spec.kernel): sorted(
             {name for entry in port.report.literal_entries for name in entry.bindings}
         )
-        for port in ports
-        if port.report.literal_entries and (spec := load_port_spec(port.spec_path))
+        for spec, port in first
+        if port.report.literal_entries
     }
-    return ported(literal) if literal else ports
+    return [port for _, port in (ported(literal) if literal else first)]
 
 
 @dataclass(frozen=True)
