@@ -2,14 +2,20 @@
 """Runs GPU job bundles one after another on a GPU host and packs what they wrote.
 
     python3 bench/run_bundles.py BUNDLE... --out DIR [--deadline-s 540] [--limit-s 240]
+                                 [--warm-jobs 8]
 
-Each bundle runs as `python3 BUNDLE/run.py --out DIR/<name>` (name: the bundle's
-operator), alone on the GPU so no run disturbs another's timing, under its own time
-limit; a bundle is not started once the deadline leaves less than its limit.
-`DIR/batch.json` records every bundle's exit code, wall time and whether it was
-started, and `DIR/results.tar.gz` holds every result folder (the form a GPU host's
-results travel back in). Standard library only: the GPU host has no tileport
-package, and each bundle carries its own runner.
+First, with --warm-jobs N, every bundle not yet run warms its references
+(`run.py --warm-only`), N at a time: cuTile Python's JIT compiles each
+specialisation on the CPU into its disk cache. Then each bundle runs as
+`python3 BUNDLE/run.py --out DIR/<name>` (name: the bundle's operator), alone on
+the GPU so no run disturbs another's timing, under its own time limit; a bundle
+is not started once the deadline leaves less than its limit. A bundle started
+before (its folder holds `console.log`) is not run again, so a second command
+with the same arguments carries on where the first stopped. `DIR/batch-<time>.json` records
+every bundle's exit code, wall time and whether it was started (and the warm
+pass's, under "warm"), and `DIR/results.tar.gz` holds every result folder (the
+form a GPU host's results travel back in). Standard library only: the GPU host
+has no tileport package, and each bundle carries its own runner.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ import subprocess
 import sys
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+STARTED_FILE = "console.log"  # written when a run starts
 
 
 def operator_of(bundle: Path) -> str:
@@ -55,6 +64,35 @@ def run_one(bundle: Path, out: Path, limit_s: float) -> dict[str, object]:
     }
 
 
+def warm_one(bundle: Path, out: Path, limit_s: float) -> dict[str, object]:
+    name = operator_of(bundle)
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with (folder / "warm.log").open("w", encoding="utf-8") as log:
+        try:
+            done = subprocess.run(
+                [sys.executable, str(bundle / "run.py"), "--warm-only"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=limit_s,
+                check=False,
+            )
+            code: int | None = done.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    return {"operator": name, "exit_code": code, "wall_s": round(time.monotonic() - started, 1)}
+
+
+def warm_all(bundles: list[Path], out: Path, jobs: int, limit_s: float) -> list[dict[str, object]]:
+    """Every bundle's references compiled, `jobs` bundles at a time."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = list(pool.map(lambda bundle: warm_one(bundle, out, limit_s), bundles))
+    for row in rows:
+        print(json.dumps({"warm": row}), flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
@@ -65,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--limit-s", type=float, default=240.0, help="one bundle's time limit (default 240)"
     )
+    parser.add_argument(
+        "--warm-jobs",
+        type=int,
+        default=0,
+        help="bundles warming their references at once before the runs (default 0: no warm pass)",
+    )
     args = parser.parse_args(argv)
     missing = [str(b) for b in args.bundles if not (b / "run.py").is_file()]
     if missing:
@@ -72,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    pending = [b for b in args.bundles if not (args.out / operator_of(b) / STARTED_FILE).is_file()]
+    warmed: list[dict[str, object]] = []
+    if args.warm_jobs > 0 and pending:
+        warmed = warm_all(pending, args.out, args.warm_jobs, args.limit_s)
     rows: list[dict[str, object]] = []
-    for bundle in args.bundles:
+    for bundle in pending:
         left = args.deadline_s - (time.monotonic() - start)
         if left < min(args.limit_s, 60.0):
             rows.append({"operator": operator_of(bundle), "bundle": bundle.name, "started": False})
@@ -81,15 +129,21 @@ def main(argv: list[str] | None = None) -> int:
         row = run_one(bundle, args.out, min(args.limit_s, left))
         rows.append(row)
         print(json.dumps(row), flush=True)
-    (args.out / "batch.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    batch = args.out / f"batch-{int(time.time())}.json"
+    batch.write_text(json.dumps({"runs": rows, "warm": warmed}, indent=2) + "\n", encoding="utf-8")
     with tarfile.open(args.out / "results.tar.gz", "w:gz") as tar:
-        for row in rows:
-            folder = args.out / str(row["operator"])
+        for bundle in args.bundles:
+            folder = args.out / operator_of(bundle)
             if folder.is_dir():
                 tar.add(folder, arcname=folder.name)
-        tar.add(args.out / "batch.json", arcname="batch.json")
+        for record in sorted(args.out.glob("batch-*.json")):
+            tar.add(record, arcname=record.name)
     ran = sum(1 for r in rows if r.get("started"))
-    print(f"ran {ran} of {len(rows)} bundles in {time.monotonic() - start:.0f} s", flush=True)
+    print(
+        f"ran {ran} of {len(rows)} bundles not run before ({len(args.bundles)} given) "
+        f"in {time.monotonic() - start:.0f} s",
+        flush=True,
+    )
     return 0
 
 

@@ -256,6 +256,12 @@ class TimingColumn(_Strict):
         description="Every sample (µs) in the order taken, for the intervals of a book; "
         "empty in runs that did not keep them.",
     )
+    kernels: list[str] = Field(
+        default_factory=list,
+        description="The kernels one call launched, as CUPTI names them (a cuTile Python "
+        "entry symbol encodes every fact its launch specialised on); empty in runs that "
+        "did not record them.",
+    )
 
     @model_validator(mode="after")
     def _figures_match_the_samples(self) -> Self:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -156,6 +157,8 @@ class Summary:
     samples: int
     device_us: tuple[float, ...]
     """Every sample, in window order."""
+    kernels: tuple[str, ...] = ()
+    """The kernels of the label's most frequent launch."""
 
 
 def summarise(timings: list[CallTiming], label: str) -> Summary | None:
@@ -172,6 +175,7 @@ def summarise(timings: list[CallTiming], label: str) -> Summary | None:
         launches_per_call=float(statistics.median(t.launches for t in mine)),
         samples=len(mine),
         device_us=device_us,
+        kernels=Counter(t.kernels for t in mine).most_common(1)[0][0],
     )
 
 

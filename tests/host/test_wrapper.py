@@ -250,3 +250,48 @@ def test_a_refused_address_is_still_refused_on_the_fast_path(
     with pytest.raises(wrapper.TileportLayoutError) as refused:
         library.call("softmax", (_on_device(0x7F00_0000_0004), aligned[1]))
     assert refused.value.status == Status.MISALIGNED and len(library._checked) == 1
+
+
+def test_plain_tensors_on_the_current_stream_are_found_by_their_layout_alone(
+    library: Any, wrapper: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With torch's current-stream lookup (here a stand-in: no CUDA on this machine),
+    a repeated call on plain tensors is keyed by each one's dtype, extents and strides
+    and the stream: no second check, the new addresses reach the C side; another
+    layout, a CPU tensor or an explicit stream take the checked path."""
+    streams: list[int] = []
+
+    def current_stream(index: int) -> int:
+        streams.append(index)
+        return 0x5000 + index
+
+    library._checked.clear()
+    library._repeated.clear()
+    monkeypatch.setattr(library, "_raw_stream", current_stream)
+    with pytest.raises(wrapper.TileportDeviceError):  # no GPU here: the C side refuses
+        library.call("softmax", (_on_device(0x7F00_0000_0000), _on_device(0x7F00_1000_0000)))
+    (prepared,) = library._repeated.values()
+    (key,) = library._repeated
+    assert key[1] == 0x5000 and int(library.ffi.cast("uintptr_t", prepared.stream)) == 0x5000
+    seen: list[tuple[int, int, int]] = []
+
+    def recorded(x: Any, y: Any, stream: Any) -> int:
+        seen.append((int(x.data), int(y.data), int(library.ffi.cast("uintptr_t", stream))))
+        return 0
+
+    monkeypatch.setattr(prepared, "function", recorded)
+    prepare = library.prepare
+    monkeypatch.setattr(library, "prepare", lambda *a: pytest.fail("prepared again"))
+    library.call("softmax", (_on_device(0x7F00_2000_0000), _on_device(0x7F00_3000_0000)))
+    assert seen == [(0x7F00_2000_0000, 0x7F00_3000_0000, 0x5000)]
+    monkeypatch.setattr(library, "prepare", prepare)
+    wider = (_on_device(0x7F00_0000_0000, (ROWS, 2048)), _on_device(0x7F00_1000_0000, (ROWS, 2048)))
+    with pytest.raises(wrapper.TileportDeviceError):
+        library.call("softmax", wider)
+    assert len(library._repeated) == 2
+    on_host = _torch_like(address=0x1000, device=FakeDevice("cpu"))
+    with pytest.raises(wrapper.TileportDeviceError, match="not on a CUDA device"):
+        library.call("softmax", (on_host, _on_device(0x7F00_1000_0000)))
+    with pytest.raises(wrapper.TileportDeviceError):
+        library.call("softmax", (_on_device(0x7F00_0000_0000), _on_device(0x7F00_1000_0000)), (), 7)
+    assert len(library._repeated) == 2 and seen == [(0x7F00_2000_0000, 0x7F00_3000_0000, 0x5000)]

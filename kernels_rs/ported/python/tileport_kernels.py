@@ -300,6 +300,8 @@ class PreparedCall:
     keep: list[Any] = field(default_factory=list)
     address_slots: list[Any] = field(default_factory=list)
     addresses: list[int] = field(default_factory=list)
+    stream: Any = None
+    """The stream handle as the C call takes it, cast once."""
 
     def rebind(self, addresses: list[int]) -> None:
         """The same call on tensors at other addresses: the checks did not read them."""
@@ -446,6 +448,9 @@ class Library:
         # Checked calls by _call_layout: a call on tensors of the same layout again
         # skips the Python checks and descriptor building (the library still checks).
         self._checked: dict[tuple[object, ...], PreparedCall] = {}
+        # The same for plain torch tensors on the current stream, by `_tensor_layout`.
+        self._repeated: dict[tuple[object, ...], PreparedCall] = {}
+        self._raw_stream: Any = None
         built = int(self.lib.tileport_abi_fingerprint())
         if built != FINGERPRINT:
             raise TileportAbiMismatch(
@@ -529,6 +534,58 @@ class Library:
     ) -> None:
         """Checks, then launches `cutile_<operator>` on the stream (the current torch
         stream of the first tensor by default). Raises on any refusal."""
+        found = self._tensor_layout(operator, arrays) if stream is None else None
+        if found is None:
+            prepared = self._checked_call(operator, arrays, stream)
+        else:
+            key, addresses = found
+            cached = self._repeated.get(key)
+            if cached is None:
+                prepared = self._checked_call(operator, arrays, key[1])
+                if len(self._repeated) >= CHECKED_CALLS_KEPT:
+                    self._repeated.clear()
+                self._repeated[key] = prepared
+            else:
+                prepared = cached
+                if prepared.addresses != addresses:
+                    prepared.rebind(addresses)
+        status = int(prepared.function(*prepared.arguments, *scalars, prepared.stream))
+        if status:
+            self.raise_for(status)
+
+    def _tensor_layout(
+        self, operator: str, arrays: tuple[object, ...]
+    ) -> tuple[tuple[object, ...], list[int]] | None:
+        """The repeated-call key of plain CUDA torch tensors on the current stream, with
+        their addresses: each tensor's dtype, extents and strides, the stream and the
+        thread (a hit rewrites the shared descriptors' addresses). The fewest reads
+        that decide the checks: where each tensor lives, the library checks on every
+        call against the allocations it verified. None for anything else (a list, a
+        descriptor, a CPU tensor), which `_call_layout` keys."""
+        tensors: Any = arrays
+        try:
+            index = tensors[0].get_device()
+            layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
+            addresses = [t.data_ptr() for t in tensors]
+        except (AttributeError, IndexError, TypeError):
+            return None
+        if index < 0:
+            return None
+        raw_stream = self._raw_stream or self._find_raw_stream()
+        if raw_stream is None:
+            return None
+        return (operator, raw_stream(index), threading.get_ident(), layout), addresses
+
+    def _find_raw_stream(self) -> Any:
+        """torch's current-stream handle by device index (no torch.device, no Stream)."""
+        torch = sys.modules.get("torch")
+        self._raw_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        return self._raw_stream
+
+    def _checked_call(
+        self, operator: str, arrays: tuple[object, ...], stream: object
+    ) -> PreparedCall:
+        """The checked C arguments of a call, kept by `_call_layout` where it keys one."""
         handle = _stream_handle(stream, _first_tensor(arrays))
         layout = _call_layout(operator, arrays, handle)
         if layout is None:
@@ -545,11 +602,8 @@ class Library:
                 prepared = cached
                 if prepared.addresses != addresses:
                     prepared.rebind(addresses)
-        status = int(
-            prepared.function(*prepared.arguments, *scalars, self.ffi.cast("void *", handle))
-        )
-        if status:
-            self.raise_for(status)
+        prepared.stream = self.ffi.cast("void *", handle)
+        return prepared
 
     def plan(
         self,

@@ -1186,8 +1186,19 @@ unsafe fn stream_device(stream: *mut c_void, context: sys::CUcontext) -> AbiResu
     }
 }
 
-/// The number of SMs of the launch device (the `num_sms` of port-spec expressions).
+/// The number of SMs of the launch device (the `num_sms` of port-spec expressions),
+/// asked of the driver once per device: a device's SM count never changes.
 pub fn num_sms(device: &Device) -> AbiResult<i64> {
+    static COUNTS: OnceLock<Mutex<HashMap<usize, i64>>> = OnceLock::new();
+    let counts = COUNTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let known = counts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&device.ordinal)
+        .copied();
+    if let Some(count) = known {
+        return Ok(count);
+    }
     let mut count: i32 = 0;
     // SAFETY: plain driver call on a device the context belongs to.
     driver("cuDeviceGetAttribute", unsafe {
@@ -1197,6 +1208,10 @@ pub fn num_sms(device: &Device) -> AbiResult<i64> {
             device.context.cu_device(),
         )
     })?;
+    counts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(device.ordinal, i64::from(count));
     Ok(i64::from(count))
 }
 
