@@ -331,7 +331,8 @@ class PerfDetail(_Strict):
 
 
 class HostOverhead(_Strict):
-    """Host wall-clock per call (µs), launches enqueued back to back."""
+    """Host wall-clock per call (µs), launches enqueued back to back: the eager sides
+    in interleaved rounds (the median round), a graph's replays after them."""
 
     config_id: str
     calls: int = Field(ge=1)

@@ -87,7 +87,7 @@ EXIT_FAILED = 1
 EXIT_BLOCKED = 2
 EXIT_BAD_BUNDLE = 3
 EXIT_UPLOAD_FAILED = 4
-HOST_OVERHEAD_CALLS = 200
+HOST_OVERHEAD_CALLS = 1000
 MANIFEST_FILE = "manifest.json"
 
 T = TypeVar("T")
@@ -618,8 +618,6 @@ def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
         resamples=policy.resamples,
         seed=policy.seed,
     )
-    if configs:
-        outcome.overhead.append(_host_overhead(ctx, configs[0]))
     return outcome
 
 
@@ -745,7 +743,22 @@ def blocked_outcome(
     return RunOutcome(correctness, perf, run)
 
 
-def gpu_outcome(ctx: GpuContext, perf_anyway: bool, started: float) -> RunOutcome:
+HOST_PENDING_NOTE = (
+    "host cost per call: not measured (the run ended while measuring it; a CUDA graph "
+    "capture that breaks the context ends the process)"
+)
+
+
+def gpu_outcome(
+    ctx: GpuContext,
+    perf_anyway: bool,
+    started: float,
+    checkpoint: Callable[[RunOutcome], None] = lambda _: None,
+) -> RunOutcome:
+    """Correctness, then device time, then host cost per call. The reports are handed
+    to `checkpoint` before the host cost is measured: capturing a launch into a CUDA
+    graph can break the CUDA context past recovery (the process aborts), and what the
+    device-time phases found must survive that."""
     results = run_correctness(ctx)
     cases = [r.case for r in results]
     failed = sorted({c.config_id for c in cases if not c.passed})
@@ -769,25 +782,36 @@ def gpu_outcome(ctx: GpuContext, perf_anyway: bool, started: float) -> RunOutcom
     if all_pass or perf_anyway:
         measured = _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
     perf = _perf_report(ctx, measured, all_pass)
-    run = GpuRunReport(
-        operator=ctx.operator,
-        ran_on_gpu=True,
-        statement=(
-            f"Ran on {gpu}: {len(cases)} correctness cases, "
-            f"{len(measured.details)} timed configurations."
-        ),
-        environment=ctx.environment,
-        correctness_verdict=correctness.verdict.value,
-        perf_verdict=perf.verdict.value,
-        cases=[r.detail for r in results],
-        perf=measured.details,
-        host_overhead=measured.overhead,
-        abi_probes=probes,
-        notes=ctx.notes,
-        geomean_line=geomean_line(geomean_ratio(measured.rows), len(measured.rows)),
-        elapsed_s=time.monotonic() - started,
-    )
-    return RunOutcome(correctness, perf, run)
+
+    def run_report() -> GpuRunReport:
+        return GpuRunReport(
+            operator=ctx.operator,
+            ran_on_gpu=True,
+            statement=(
+                f"Ran on {gpu}: {len(cases)} correctness cases, "
+                f"{len(measured.details)} timed configurations."
+            ),
+            environment=ctx.environment,
+            correctness_verdict=correctness.verdict.value,
+            perf_verdict=perf.verdict.value,
+            cases=[r.detail for r in results],
+            perf=measured.details,
+            host_overhead=measured.overhead,
+            abi_probes=probes,
+            notes=list(ctx.notes),
+            geomean_line=geomean_line(geomean_ratio(measured.rows), len(measured.rows)),
+            elapsed_s=time.monotonic() - started,
+        )
+
+    if measured.details:
+        ctx.notes.append(HOST_PENDING_NOTE)
+        checkpoint(RunOutcome(correctness, perf, run_report()))
+        ctx.notes.remove(HOST_PENDING_NOTE)
+        first = next(r for r in timed if r.name == measured.details[0].config_id)
+        none: list[HostOverhead] = []
+        found = _guarded(ctx, "the host cost per call", lambda: [_host_overhead(ctx, first)], none)
+        measured.overhead.extend(found)
+    return RunOutcome(correctness, perf, run_report())
 
 
 def _guarded(ctx: GpuContext, what: str, run: Callable[[], T], fallback: T) -> T:
@@ -958,13 +982,17 @@ def run_bundle(root: Path, out: Path, perf_anyway: bool = False) -> RunOutcome:
     started = time.monotonic()
     bundle = load_bundle(root)
     environment, context = probe_environment(bundle)
+    digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
+
+    def write(outcome: RunOutcome) -> None:
+        outcome.run = outcome.run.model_copy(update={"bundle_sha256": digest})
+        write_outcome(outcome, out)
+
     if context is None:
         outcome = blocked_outcome(bundle.manifest, environment, started)
     else:
-        outcome = gpu_outcome(context, perf_anyway, started)
-    digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
-    outcome.run = outcome.run.model_copy(update={"bundle_sha256": digest})
-    write_outcome(outcome, out)
+        outcome = gpu_outcome(context, perf_anyway, started, write)
+    write(outcome)
     return outcome
 
 

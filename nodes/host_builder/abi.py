@@ -111,12 +111,16 @@ RUST_ELEMENT_TYPES: Final[dict[DType, str]] = {
     DType.BFLOAT16: "bf16",
     DType.FLOAT32: "f32",
     DType.FLOAT64: "f64",
+    DType.FLOAT8_E4M3FN: "f8e4m3fn",
+    DType.FLOAT8_E5M2: "f8e5m2",
 }
 """The cutile element type (as a generic argument string) of each dtype that has one."""
 
 RUST_TYPE_PATHS: Final[dict[str, str]] = {
     "f16": "cutile::half::f16",
     "bf16": "cutile::half::bf16",
+    "f8e4m3fn": "cutile::cuda_core::f8e4m3fn",
+    "f8e5m2": "cutile::cuda_core::f8e5m2",
 }
 """Rust paths of element types that are not primitives."""
 

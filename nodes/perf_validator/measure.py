@@ -2,18 +2,19 @@
 repetition, warm-up past the JIT, the port, the reference and the reference
 again (the A/A control) interleaved on the same buffers (and torch eager as a
 further column when given), each timed call right after an untimed call of its
-own, rounds added per configuration until every
-compared median's bootstrap 95 % interval is within ±0.5 % or a cap is reached
+own, rounds added per configuration until every compared median's bootstrap
+95 % interval is within ±0.5 % or a cap is reached
 (`nodes.perf_validator.bootstrap`), medians per configuration.
 
 Also the host side of a call: wall-clock per call of the port through the
 wrapper, through bare cffi with descriptors built once, and of `ct.launch`,
-each enqueued back to back, and per replay of a CUDA graph that captured one
-call. Host clocks never decide a verdict; they only show the launch cost.
+each enqueued back to back in interleaved rounds, and per replay of a CUDA graph
+that captured one call. Host clocks never decide a device-time verdict.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,6 +209,34 @@ def geomean_band(
     return found.low, found.high
 
 
+HOST_ROUNDS = 10
+
+
+def interleaved_wall_clock_us(
+    torch: Any, calls: dict[str, Callable[[], None]], per_call: int, rounds: int = HOST_ROUNDS
+) -> dict[str, float]:
+    """Host time per call (µs) of each side, the median over `rounds` rounds in which
+    every side enqueues `per_call // rounds` calls back to back, the order rotated
+    each round: host clocks drift within a run by more than the sides differ, so
+    sides timed one after the other would compare moments as well as launches."""
+    batch = max(per_call // rounds, 1)
+    for call in calls.values():
+        call()
+    torch.cuda.synchronize()
+    labels = list(calls)
+    taken: dict[str, list[float]] = {label: [] for label in labels}
+    for round_index in range(rounds):
+        shift = round_index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            call = calls[label]
+            start = time.perf_counter()
+            for _ in range(batch):
+                call()
+            taken[label].append((time.perf_counter() - start) / batch * 1e6)
+            torch.cuda.synchronize()
+    return {label: statistics.median(values) for label, values in taken.items()}
+
+
 def host_wall_clock_us(torch: Any, call: Callable[[], None], calls: int) -> float:
     """Host time per call (µs), calls enqueued back to back, after one warm call."""
     call()
@@ -274,10 +303,17 @@ def host_overhead(
 ) -> HostOverhead:
     notes: list[str] = []
     measured: dict[str, float | None] = {}
+    eager = {
+        "port_wrapper_us": port_wrapper,
+        "port_cffi_us": port_cffi,
+        "reference_launch_us": reference,
+    }
+    try:
+        measured.update(interleaved_wall_clock_us(torch, eager, calls))
+    except Exception as exc:  # a refused call is a finding, not a crash
+        notes.append(f"eager calls: {type(exc).__name__}: {exc}")
+        torch.cuda.synchronize()
     plans: list[tuple[str, Callable[[], float]]] = [
-        ("port_wrapper_us", lambda: host_wall_clock_us(torch, port_wrapper, calls)),
-        ("port_cffi_us", lambda: host_wall_clock_us(torch, port_cffi, calls)),
-        ("reference_launch_us", lambda: host_wall_clock_us(torch, reference, calls)),
         (
             "port_graph_replay_us",
             lambda: graph_replay_us(torch, port_wrapper, calls, notes, "port"),

@@ -33,6 +33,7 @@ from nodes.perf_validator.bootstrap import (
 from nodes.perf_validator.measure import (
     Contender,
     geomean_band,
+    interleaved_wall_clock_us,
     measure_config,
     perf_detail,
     round_order,
@@ -233,6 +234,19 @@ def test_each_timed_call_follows_an_untimed_call_of_its_own() -> None:
     for i in timed:
         own, untimed_before, flush = log[i + 1], log[i - 2], log[i - 1]
         assert (untimed_before, flush) == (own, "flush"), log[i - 3 : i + 3]
+
+
+def test_host_sides_are_timed_in_rotating_rounds() -> None:
+    """Host clocks drift within a run: each side is timed in every round, the round's
+    first side rotating, and each gets its median of the rounds."""
+    log: list[str] = []
+    calls = {label: (lambda label=label: log.append(label)) for label in ("a", "b", "c")}
+    found = interleaved_wall_clock_us(FAKE_TORCH, calls, per_call=60, rounds=6)
+    assert set(found) == {"a", "b", "c"} and all(v > 0 for v in found.values())
+    timed = log[3:]  # one warm call each first
+    assert len(timed) == 6 * 3 * 10
+    firsts = [timed[i * 30] for i in range(6)]
+    assert firsts == ["a", "b", "c", "a", "b", "c"]
 
 
 # --- bootstrap intervals -----------------------------------------------------------------

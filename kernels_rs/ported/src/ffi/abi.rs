@@ -152,6 +152,8 @@ impl Dtype {
             Dtype::Bfloat16 => Some("bf16"),
             Dtype::Float32 => Some("f32"),
             Dtype::Float64 => Some("f64"),
+            Dtype::Float8E4m3fn => Some("f8e4m3fn"),
+            Dtype::Float8E5m2 => Some("f8e5m2"),
             _ => None,
         }
     }
