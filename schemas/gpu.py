@@ -40,10 +40,14 @@ Band = Annotated[tuple[float, float], AfterValidator(_ordered)]
 """A bootstrap 95 % interval (low, high)."""
 
 
-def outside_band(ratio: float, band: Band | None) -> bool:
+def outside_band(ratio: float, band: Band | None, ratio_interval: Band | None = None) -> bool:
     """A port/reference ratio outside the A/A control's band (the rule of every
-    verdict, book and report); no band, no judgement."""
-    return band is not None and not band[0] <= ratio <= band[1]
+    verdict, book and report): the ratio's interval, where it has one, does not reach
+    the band at all; no band, no judgement."""
+    if band is None:
+        return False
+    low, high = ratio_interval or (ratio, ratio)
+    return high < band[0] or low > band[1]
 
 
 COMPARED_CONTENDERS = ("port", "reference", "control")
@@ -320,7 +324,7 @@ class PerfDetail(_Strict):
     @property
     def outside_aa_band(self) -> bool:
         """Port / reference lies where two identical kernels do not: stage F's case."""
-        return outside_band(self.ratio, self.aa_band)
+        return outside_band(self.ratio, self.aa_band, self.ratio_interval)
 
     @model_validator(mode="after")
     def _compared_on_the_same_buffers(self) -> Self:

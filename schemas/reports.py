@@ -503,7 +503,7 @@ class PerfRow(_Strict):
     def outside_aa_band(self) -> bool:
         """The ratio lies outside what identical kernels measure here: for stage F (launch
         attributes, parameter layout, cubin metadata), whatever the geomean says."""
-        return outside_band(self.ratio, self.aa_band)
+        return outside_band(self.ratio, self.aa_band, self.ratio_interval)
 
 
 class MeasurementEnvironment(_Strict):

@@ -83,7 +83,7 @@ class BookTiming(_Strict):
     @property
     def outside_aa_band(self) -> bool:
         """Not what identical kernels measure here: stage F's, never averaged away."""
-        return outside_band(self.ratio, self.aa_band)
+        return outside_band(self.ratio, self.aa_band, self.ratio_interval)
 
 
 class KernelEntry(_Strict):

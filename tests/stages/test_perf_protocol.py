@@ -38,7 +38,13 @@ from nodes.perf_validator.measure import (
     perf_detail,
     round_order,
 )
-from schemas.gpu import BundleManifest, PerfDetail, TimingColumn, placement_mismatches
+from schemas.gpu import (
+    BundleManifest,
+    PerfDetail,
+    TimingColumn,
+    outside_band,
+    placement_mismatches,
+)
 from schemas.port_spec import ResolvedConfig, load_port_spec
 from schemas.reports import PerfReport, PerfRow, ReferenceBackend
 from schemas.verdicts import PerfVerdict
@@ -490,6 +496,49 @@ def test_a_ratio_outside_the_aa_band_goes_to_stage_f_whatever_the_geomean() -> N
     assert report.stage_f_configurations == ["c"]
     with pytest.raises(ValidationError, match="contradicts"):
         report.model_validate({**report.model_dump(), "verdict": PerfVerdict.DONE})
+
+
+def test_one_tick_of_the_timer_is_not_a_difference() -> None:
+    """CUPTI times move in ticks (32 ns on the H200): a 2.3 us port one tick above a
+    reference whose control lands on the same tick is 1.4 % off, and unresolved."""
+    tick = 0.032
+
+    def ticks(base: int, count: int) -> list[float]:
+        rng = random.Random(base)
+        return [round((base + rng.choice((0, 0, 0, 1))) * tick, 3) for _ in range(count)]
+
+    reference, control, port = ticks(72, 300), ticks(72, 300), ticks(73, 300)
+    found = perf_detail(
+        "c",
+        {"port": summary(port), "reference": summary(reference), "control": summary(control)},
+        {},
+        300,
+        next_rounds({"reference": reference}, policy(cap=300)),
+        policy(),
+    )
+    assert found is not None and found.aa_band is not None
+    assert found.ratio == pytest.approx(73 / 72)
+    assert found.aa_band[1] >= 1 + tick / found.reference.median_us - 1e-9
+    assert not found.outside_aa_band
+    two_ticks = perf_detail(
+        "c",
+        {
+            "port": summary(ticks(75, 300)),
+            "reference": summary(reference),
+            "control": summary(control),
+        },
+        {},
+        300,
+        next_rounds({"reference": reference}, policy(cap=300)),
+        policy(),
+    )
+    assert two_ticks is not None and two_ticks.outside_aa_band
+
+
+def test_a_ratio_interval_reaching_the_band_is_inside() -> None:
+    assert not outside_band(1.02, (0.99, 1.01), (1.005, 1.03))
+    assert outside_band(1.02, (0.99, 1.01), (1.015, 1.03))
+    assert outside_band(1.02, (0.99, 1.01)) and not outside_band(1.02, None)
 
 
 def test_runs_without_samples_have_no_geomean_interval() -> None:
