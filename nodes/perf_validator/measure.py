@@ -14,6 +14,7 @@ that captured one call. Host clocks never decide a device-time verdict.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -204,7 +205,7 @@ def timer_tick_us(samples: list[float]) -> float:
     """The timer's resolution as the samples show it: the smallest gap between two
     distinct values (0 when all are equal)."""
     values = sorted(set(samples))
-    return min((b - a for a, b in zip(values, values[1:], strict=False)), default=0.0)
+    return min((b - a for a, b in itertools.pairwise(values)), default=0.0)
 
 
 def geomean_band(

@@ -465,3 +465,36 @@ def test_intervals_and_a_configuration_outside_its_a_a_band(runs: list[Path]) ->
     assert f"- {kernel.name} / {first}: port/ref 0.95" in markdown
     untouched = next(k for k in book.kernels if k.run != folder.name)
     assert untouched.stage_f_configurations == [] and untouched.geomean_interval is None
+
+
+def test_parity_needs_the_geomean_interval_inside_its_band(runs: list[Path]) -> None:
+    """(f) holds when every run kept its samples and the overall geomean's interval lies
+    inside 0.995-1.005; (b) then reads the interval's low end: a port 0.05 % slower,
+    its interval above 1.00, is at parity and still misses (b)."""
+    rng = random.Random(1)
+    for folder in runs:
+        (folder / "investigation.json").unlink(missing_ok=True)
+        run = read_json(folder / "gpu_run.json")
+        for row in run["perf"]:
+            centre = row["reference"]["median_us"]
+            reference = [centre * rng.lognormvariate(0, 0.002) for _ in range(300)]
+            port = [value * 1.0005 for value in reference[::-1]]
+            row["port"], row["reference"], row["control"] = (
+                _column(port),
+                _column(reference),
+                _column(reference[::-1]),
+            )
+            row["aa_band"] = [0.99, 1.01]
+            row["rounds"] = 300
+        write_json(folder / "gpu_run.json", run)
+    book = build_book(runs, "h200")
+    interval = book.overall.geomean_interval
+    assert interval is not None and 1.0 < interval[0] < interval[1] < 1.005
+    assert target(book, "f") == (True, [])
+    assert not target(book, "b")[0]
+    skewed = runs[0]
+    run = read_json(skewed / "gpu_run.json")
+    for row in run["perf"]:
+        row["port"] = _column([v * 1.05 for v in row["reference"]["samples_us"]])
+    write_json(skewed / "gpu_run.json", run)
+    assert not target(build_book(runs, "h200"), "f")[0]
