@@ -49,6 +49,9 @@ warm call's driver calls) and name why the wrapper costs more per call than
 ct.launch: the Python wrapper (wrapper - bare cffi), the launcher's extra driver
 calls, the launcher's residual (bare cffi - ct.launch), a list's device table
 written on every call. Each cause quotes its figures and says how to fix it.
+With --runs, also the device side of each configuration outside its A/A band:
+whether the cuTile Python kernel ran as the specialisation its port was proven
+against (CUPTI's kernel name against the reference export's entry symbol).
 
 Verdicts: FIXABLE (the wrapper is slower and causes with fixes were found),
 ALIGNED (the wrapper is no slower than ct.launch), BLOCKED (nothing measured, or
@@ -138,7 +141,7 @@ def _investigate(args: argparse.Namespace) -> int:
     failed = False
     for folder in args.run_dirs:
         try:
-            reports.append((folder, investigate_folder(folder)))
+            reports.append((folder, investigate_folder(folder, args.runs)))
         except HostInputError as exc:
             print(f"investigate: {exc}", file=sys.stderr)
             failed = True
@@ -200,5 +203,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     investigate.add_argument(
         "--write", action="store_true", help="write investigation.json into each folder"
+    )
+    investigate.add_argument(
+        "--runs",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="the conversions' run directories (DIR/<operator>, as tileport convert --out "
+        "wrote them): each configuration outside its A/A band is checked against the "
+        "reference export its port was proven against",
     )
     investigate.set_defaults(handler=_investigate)

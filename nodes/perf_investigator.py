@@ -777,12 +777,90 @@ def device_time_note(run: GpuRunReport) -> str:
     return f"{text}: {where} the {low:.2f}-{high:.2f} band of identical code"
 
 
+REFERENCE_EXPORTS = Path("generated") / "reference"
+"""Where a conversion's run directory keeps each configuration's reference export
+(`<variant>__<config>.mlir`), the code its port was proven against."""
+ENTRY_SYMBOL = re.compile(r"entry @([A-Za-z0-9_]+)")
+
+
+def exported_entry(run_dir: Path, config_id: str) -> str | None:
+    """The entry symbol of the reference export of `config_id` in a conversion's run
+    directory; None when it has none."""
+    for path in sorted((run_dir / REFERENCE_EXPORTS).glob(f"*__{config_id}.mlir")):
+        if path.name.endswith(".loc.mlir"):
+            continue
+        found = ENTRY_SYMBOL.search(path.read_text(encoding="utf-8", errors="replace"))
+        if found:
+            return found.group(1)
+    return None
+
+
+def _symbol_difference(launched: str, proven: str) -> str:
+    """The parts of two mangled entry symbols that differ (each fact of a launch is a
+    `_`-separated part: array dtype and rank, divisibility, constants)."""
+    ours, theirs = launched.split("_"), proven.split("_")
+    pairs = zip(ours, theirs, strict=False)
+    start = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+    if start is None:
+        return f"one is a prefix of the other ({len(ours)} against {len(theirs)} parts)"
+    changed = [
+        f"`{a}` where the export has `{b}`"
+        for a, b in zip(ours[start:], theirs[start:], strict=False)
+        if a != b
+    ]
+    return f"{len(changed)} part(s) differ from part {start}: " + ", ".join(changed[:6])
+
+
+def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[PerfCause], list[str]]:
+    """For each timed configuration outside its A/A band: did the cuTile Python kernel run
+    as the specialisation the port was proven against? CUPTI names a launch by its entry
+    symbol, which encodes every fact the launch specialised on; the conversion's reference
+    export of that configuration has the symbol of the code the port's SASS was compared
+    with. Another symbol is a cause: the two sides ran different code. The same symbol
+    clears the reference: what differs is how the code was launched or placed."""
+    causes: list[PerfCause] = []
+    notes: list[str] = []
+    for detail in run.perf:
+        if not detail.outside_aa_band:
+            continue
+        where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+        proven = exported_entry(run_dir, detail.config_id)
+        launched = detail.reference.kernels
+        if not launched:
+            notes.append(f"{where}: the run kept no kernel names; the reference is unchecked")
+        elif proven is None:
+            notes.append(f"{where}: {run_dir} holds no reference export of this configuration")
+        elif launched[0] == proven:
+            notes.append(
+                f"{where}: the cuTile Python kernel ran as the export the port was proven "
+                f"against (entry {proven[:48]}...): the same code on both sides, so the gap "
+                "lies in the launch (grid, parameters, attributes) or in the machine"
+            )
+        else:
+            causes.append(
+                PerfCause(
+                    side=CauseSide.DEVICE,
+                    category="reference specialisation",
+                    evidence=f"{where}: the cuTile Python kernel ran as {launched[0][:60]}..., "
+                    f"not as the export the port was proven against: "
+                    f"{_symbol_difference(launched[0], proven)}",
+                    fix="give the configuration's arrays the facts of the recorded launch (or "
+                    "record this launch and prove the port against it), so both sides run "
+                    "one specialisation",
+                )
+            )
+    return causes, notes
+
+
 # -- the command line: `tileport investigate` ----------------------------------------------
 
 
-def investigate_folder(folder: Path) -> InvestigationReport:
+def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationReport:
     """The host investigation of one gpu-run result folder; its perf.json, when valid,
-    gives the run id and attempt."""
+    gives the run id and attempt. With `runs` (the folder of the conversions' run
+    directories, one per operator), each configuration outside its A/A band is checked
+    against the reference export its port was proven against
+    (`reference_specialisation`)."""
     path = folder / GpuRunReport.FILE_NAME
     if not path.is_file():
         raise HostInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
@@ -798,7 +876,13 @@ def investigate_folder(folder: Path) -> InvestigationReport:
         run_id, attempt = perf.run_id, perf.attempt
     except (OSError, UnicodeDecodeError, ValidationError):
         pass
-    return investigate_host_overhead(run, run_id=run_id, attempt=attempt)
+    report = investigate_host_overhead(run, run_id=run_id, attempt=attempt)
+    if runs is None:
+        return report
+    causes, notes = reference_specialisation(run, runs / run.operator)
+    return report.model_copy(
+        update={"causes": [*report.causes, *causes], "notes": [*report.notes, *notes]}
+    )
 
 
 def write_investigation(report: InvestigationReport, folder: Path) -> Path:

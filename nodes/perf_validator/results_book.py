@@ -569,6 +569,7 @@ def _stage_f_lines(book: ResultsBook) -> list[str]:
     rows = [
         f"- {kernel.name} / {timing.config_id}: port/ref {timing.ratio:.4f}"
         f"{_interval(timing.ratio_interval)}, A/A band{_interval(timing.aa_band)}"
+        + "".join(f"\n  - {found}" for found in _findings(kernel, timing.config_id))
         for kernel in book.kernels
         for timing in kernel.timings
         if timing.outside_aa_band
@@ -584,6 +585,17 @@ def _stage_f_lines(book: ResultsBook) -> list[str]:
         *rows,
         "",
     ]
+
+
+def _findings(kernel: KernelEntry, config_id: str) -> list[str]:
+    """What stage F's investigation found on one configuration (`tileport investigate
+    --runs`): its device-side causes and notes, which start with the configuration."""
+    report = kernel.investigation
+    if report is None:
+        return []
+    start = f"{config_id} ("
+    causes = [f"cause: {c.evidence}" for c in report.causes if c.evidence.startswith(start)]
+    return causes + [note for note in report.notes if note.startswith(start)]
 
 
 def _control_line(overall: BookOverall) -> str:

@@ -327,3 +327,61 @@ def test_device_time_is_placed_against_the_band_of_identical_code(tmp_path: Path
     assert "a ratio outside the 0.99-1.01 band" in note
     assert "A/A control (reference/reference) 0.9980 (0.9980 to 0.9980)" in note
     assert note in investigate_host_overhead(load_run(folder)).notes
+
+
+# --- the device side: which code the reference ran -----------------------------------------
+
+PROVEN = "_softmax_kernel_Kt1_A2f32_1v4l0_2t1_3i16_p16_I1024"
+
+
+def _outside_band_run(tmp_path: Path, launched: list[str]) -> Path:
+    """The softmax run with its first configuration 5 % off and outside its A/A band, its
+    reference launched under `launched` (CUPTI's kernel names)."""
+    folder = copy_run(tmp_path)
+    run = read_json(folder / "gpu_run.json")
+    first = run["perf"][0]
+    first["port"]["median_us"] = first["reference"]["median_us"] * 1.05
+    first["port"]["min_us"] = min(first["port"]["min_us"], first["port"]["median_us"])
+    first["port"]["samples_us"] = []
+    first["ratio_interval"] = [1.04, 1.06]
+    first["aa_band"] = [0.99, 1.01]
+    first["reference"]["kernels"] = launched
+    write_json(folder / "gpu_run.json", run)
+    return folder
+
+
+def _exports(tmp_path: Path, config_id: str, symbol: str) -> Path:
+    runs = tmp_path / "conversions"
+    reference = runs / "softmax" / "generated" / "reference"
+    reference.mkdir(parents=True)
+    (reference / f"v0__{config_id}.mlir").write_text(
+        f"cuda_tile.module @kernels {{\n  entry @{symbol}(%a: !cuda_tile.tile<ptr<f32>>) {{\n",
+        encoding="utf-8",
+    )
+    (reference / f"v0__{config_id}.loc.mlir").write_text("entry @elsewhere(", encoding="utf-8")
+    return runs
+
+
+def test_a_reference_run_as_another_specialisation_is_a_device_cause(tmp_path: Path) -> None:
+    launched = PROVEN.replace("1v4l0", "1v8l0")
+    folder = _outside_band_run(tmp_path, [launched])
+    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+    report = investigate_folder(folder, _exports(tmp_path, config, PROVEN))
+    (cause,) = [c for c in report.causes if c.side is CauseSide.DEVICE]
+    assert cause.category == "reference specialisation"
+    assert config in cause.evidence and "`1v8l0` where the export has `1v4l0`" in cause.evidence
+    assert investigate_folder(folder).causes == report.causes[:-1]  # without --runs: none
+
+
+def test_a_reference_run_as_proven_clears_the_reference(tmp_path: Path) -> None:
+    folder = _outside_band_run(tmp_path, [PROVEN])
+    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+    report = investigate_folder(folder, _exports(tmp_path, config, PROVEN))
+    assert not [c for c in report.causes if c.side is CauseSide.DEVICE]
+    assert any(
+        f"{config} (port/ref 1.0500): the cuTile Python kernel ran as the export" in n
+        for n in report.notes
+    )
+    unnamed = _outside_band_run(tmp_path / "again", [])
+    notes = investigate_folder(unnamed, tmp_path / "conversions").notes
+    assert any("kept no kernel names" in n for n in notes)
