@@ -11,8 +11,7 @@
 # kernel converted by an earlier call is kept), WORK/convert.tsv (kernel, exit
 # code, seconds; 4 is the expected one: awaiting a GPU), WORK/bundles (tileport
 # gpu-bundle --runs of every run awaiting a GPU: one library, one bundle each) and
-# WORK/bundles.tar.xz (the library's copies as hard links). With KERNEL names,
-# only those are converted.
+# WORK/bundles.tar.xz. With KERNEL names, only those are converted.
 # On the GPU host: tar -xJf bundles.tar.xz && python3 bench/run_bundles.py bundles/* --out OUT
 set -euo pipefail
 
@@ -58,18 +57,5 @@ while IFS=$'\t' read -r kernel code _; do
     fi
 done < "$work/convert.tsv"
 tileport gpu-bundle --runs "${waiting[@]}" --out "$work/bundles" --time-all
-# Every bundle holds a copy of the one library: hard links in the archive, so it
-# travels once.
-python3 - "$work/bundles" <<'LINK'
-import hashlib, os, sys
-from pathlib import Path
-first = {}
-for path in sorted(p for p in Path(sys.argv[1]).rglob("*") if p.is_file() and not p.is_symlink()):
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest in first and path.stat().st_size > 1 << 20:
-        path.unlink()
-        os.link(first[digest], path)
-    first.setdefault(digest, path)
-LINK
 tar -C "$work" -cJf "$work/bundles.tar.xz" bundles
 du -h "$work/bundles.tar.xz"
