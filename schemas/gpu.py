@@ -245,6 +245,12 @@ class CaseDetail(_Strict):
     matches_reference_kernel: bool | None = Field(
         None, description="Bitwise equal to the cuTile Python kernel's output."
     )
+    reference_reproducible: bool | None = Field(
+        None,
+        description="Where the port's output differs from the kernel's: whether the kernel, "
+        "launched again on the same inputs, gives its own output again (False: its result "
+        "depends on the run, e.g. colliding writes, and no bitwise comparison can hold).",
+    )
 
 
 class TimingColumn(_Strict):

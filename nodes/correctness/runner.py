@@ -406,9 +406,50 @@ def _matches_reference_kernel(
         messages.append(f"the reference kernel failed: {type(exc).__name__}: {exc}")
         return None
     return all(
-        bool(ctx.torch.equal(arrays.port_outputs[name], arrays.kernel_outputs[name]))
+        same_bits(ctx.torch, arrays.port_outputs[name], arrays.kernel_outputs[name])
         for name in arrays.port_outputs
     )
+
+
+def same_bits(torch: Any, a: Any, b: Any) -> bool:
+    """Equal bit for bit: an element neither side wrote stays the NaN it was poisoned
+    with on both, which `torch.equal` would call different."""
+    if isinstance(a, list | tuple):  # a list-of-arrays output, element by element
+        return len(a) == len(b) and all(same_bits(torch, x, y) for x, y in zip(a, b, strict=True))
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+
+    def raw(tensor: Any) -> Any:
+        return tensor.contiguous().reshape(-1).view(torch.uint8)
+
+    return bool(torch.equal(raw(a), raw(b)))
+
+
+def _reference_reproducible(
+    ctx: GpuContext, resolved: ResolvedConfig, seed: int, first: CaseArrays, messages: list[str]
+) -> bool | None:
+    """The cuTile Python kernel launched again on the same inputs (the same seed, fresh
+    arrays): does it give its own output again? A kernel whose writes collide gives
+    what the run's scheduling gives, and then neither side can match it bitwise."""
+    try:
+        again = make_arrays(ctx.torch, ctx.spec, resolved, seed, ctx.device)
+        launch_reference_kernel(ctx, resolved, again)
+        ctx.torch.cuda.synchronize()
+    except Exception as exc:  # reported; the case's verdict does not depend on it
+        messages.append(f"the reference kernel failed when launched again: {exc}")
+        return None
+    differing = [
+        name
+        for name in first.kernel_outputs
+        if not same_bits(ctx.torch, first.kernel_outputs[name], again.kernel_outputs[name])
+    ]
+    if differing:
+        messages.append(
+            "the cuTile Python kernel gives another output when launched again on the same "
+            f"inputs ({', '.join(differing)}): its result depends on the run (colliding "
+            "writes on these inputs), so no port can match it bit for bit"
+        )
+    return not differing
 
 
 def _compare_with_reference(
@@ -438,6 +479,9 @@ def run_case(ctx: GpuContext, resolved: ResolvedConfig, seed: int) -> CaseResult
     matches = _matches_reference_kernel(ctx, resolved, arrays, messages) if port.ok else None
     comparisons = _compare_with_reference(ctx, resolved, arrays, messages) if port.ok else []
     passed = port.ok and bool(comparisons) and all(c.passed for c in comparisons)
+    reproducible = None
+    if matches is False and not passed:
+        reproducible = _reference_reproducible(ctx, resolved, seed, arrays, messages)
     case = CorrectnessCase(
         config_id=resolved.name,
         dtype=resolved.dtype,
@@ -458,6 +502,7 @@ def run_case(ctx: GpuContext, resolved: ResolvedConfig, seed: int) -> CaseResult
         poisoned_outputs=sorted(n for n, a in resolved.arrays.items() if a.role == "out"),
         port_status=port.status,
         matches_reference_kernel=matches,
+        reference_reproducible=reproducible,
     )
     return CaseResult(case, detail)
 
