@@ -817,7 +817,8 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
     symbol, which encodes every fact the launch specialised on; the conversion's reference
     export of that configuration has the symbol of the code the port's SASS was compared
     with. Another symbol is a cause: the two sides ran different code. The same symbol
-    clears the reference: what differs is how the code was launched or placed."""
+    clears the specialisation: what differs comes after it (each JIT's compile of it,
+    the launch, the placement)."""
     causes: list[PerfCause] = []
     notes: list[str] = []
     for detail in run.perf:
@@ -829,12 +830,13 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
         if not launched:
             notes.append(f"{where}: the run kept no kernel names; the reference is unchecked")
         elif proven is None:
-            notes.append(f"{where}: {run_dir} holds no reference export of this configuration")
+            notes.append(f"{where}: the run `{run_dir.name}` holds no reference export of it")
         elif launched[0] == proven:
             notes.append(
                 f"{where}: the cuTile Python kernel ran as the export the port was proven "
-                f"against (entry {proven[:48]}...): the same code on both sides, so the gap "
-                "lies in the launch (grid, parameters, attributes) or in the machine"
+                f"against (entry {proven[:48]}...): one Tile IR specialisation on both sides, "
+                "so the gap lies after it: each JIT's own tileiras compile (options, the "
+                "cubin), the launch (grid, parameters, attributes) or the machine"
             )
         else:
             causes.append(

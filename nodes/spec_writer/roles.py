@@ -64,6 +64,7 @@ def _accesses(
 ) -> _Access:
     access = _Access()
     params = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    aliases = _aliases(function, params)
     for node in ast.walk(function):
         if not isinstance(node, ast.Call) or not node.args:
             continue
@@ -72,6 +73,7 @@ def _accesses(
         if name is None:
             continue
         first = _root_name(node.args[0])
+        first = aliases.get(first, first) if first is not None else None
         if name.startswith("atomic") and first in params:
             access.read.add(first)
             access.written.add(first)
@@ -80,8 +82,28 @@ def _accesses(
         elif name in LOADS and first in params:
             access.read.add(first)
         elif isinstance(callee, ast.Name) and depth < MAX_DEPTH:
-            _through_helper(tree, source, callee.id, node, params, access, depth)
+            _through_helper(tree, source, callee.id, node, params, aliases, access, depth)
     return access
+
+
+def _aliases(function: ast.FunctionDef, params: list[str]) -> dict[str, str]:
+    """Local names bound to a parameter or a part of it (`Ci = Cs[g]`, `y = x.view(..)`),
+    by the parameter: a store through `Ci` writes `Cs`. Assignments in source order;
+    a name bound from two parameters keeps the first."""
+    aliases: dict[str, str] = {}
+    assignments = sorted(
+        (n for n in ast.walk(function) if isinstance(n, ast.Assign)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for node in assignments:
+        root = _root_name(node.value)
+        source = aliases.get(root, root) if root is not None else None
+        if source not in params:
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id not in params:
+                aliases.setdefault(target.id, source)
+    return aliases
 
 
 def _through_helper(
@@ -90,6 +112,7 @@ def _through_helper(
     name: str,
     call: ast.Call,
     params: list[str],
+    aliases: dict[str, str],
     access: _Access,
     depth: int,
 ) -> None:
@@ -104,7 +127,8 @@ def _through_helper(
     inner = _accesses(tree, helper_source, helper, depth + 1)
     passed = {p: _root_name(a) for p, a in zip(helper_params, call.args, strict=False)}
     passed |= {k.arg: _root_name(k.value) for k in call.keywords if k.arg is not None}
-    for helper_param, argument in passed.items():
+    for helper_param, root in passed.items():
+        argument = aliases.get(root, root) if root is not None else None
         if argument not in params:
             continue
         if helper_param in inner.read:

@@ -252,3 +252,36 @@ def test_a_gpu_bundle_carries_the_library_modules_the_kernel_needs(
     root = str(tmp_path / "bundle" / "spec" / "library")
     done = subprocess.run([sys.executable, "-c", code, root], capture_output=True, text=True)
     assert done.stdout.strip() == "kernel", done.stderr
+
+
+LISTS = """\
+import cuda.tile as ct
+
+from .helpers import put
+
+
+@ct.kernel
+def per_group(As, Cs, Ds, N: ct.Constant[int]):
+    g = ct.bid(0)
+    Ai = As[g]
+    Ci = Cs[g]
+    tile = ct.load(Ai, index=(0,), shape=(N,))
+    ct.store(Ci, index=(0,), tile=tile)
+    Di = Ds[g]
+    put(Di, 0, tile)
+"""
+
+
+def test_a_store_through_a_local_name_writes_its_array(tmp_path: Path) -> None:
+    """`Ci = Cs[g]; ct.store(Ci, ...)` writes `Cs` (a list's element, as TileGym's grouped
+    GEMM does), also when the local name reaches a helper that stores."""
+    from nodes.spec_writer.roles import array_roles
+    from toolchain.source_tree import SourceTree
+
+    root = tmp_path / "src" / "pkg"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "helpers.py").write_text(HELPERS)
+    (root / "lists.py").write_text(LISTS)
+    roles = array_roles(SourceTree(tmp_path / "src"), "pkg.lists", "per_group", ["As", "Cs", "Ds"])
+    assert roles == {"As": "in", "Cs": "out", "Ds": "out"}
