@@ -37,51 +37,41 @@ def operator_of(bundle: Path) -> str:
     return str(manifest["operator"])
 
 
-def run_one(bundle: Path, out: Path, limit_s: float) -> dict[str, object]:
-    name = operator_of(bundle)
-    folder = out / name
-    folder.mkdir(parents=True, exist_ok=True)
+def _logged(command: list[str], log_path: Path, limit_s: float) -> tuple[int | None, float]:
+    """Runs `command` with its output in `log_path`; its exit code (None: it reached
+    `limit_s`) and wall seconds."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with (folder / "console.log").open("w", encoding="utf-8") as log:
+    with log_path.open("w", encoding="utf-8") as log:
         try:
             done = subprocess.run(
-                [sys.executable, str(bundle / "run.py"), "--out", str(folder)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=limit_s,
-                check=False,
+                command, stdout=log, stderr=subprocess.STDOUT, timeout=limit_s, check=False
             )
             code: int | None = done.returncode
         except subprocess.TimeoutExpired:
             code = None
+    return code, round(time.monotonic() - started, 1)
+
+
+def run_one(bundle: Path, out: Path, limit_s: float) -> dict[str, object]:
+    folder = out / operator_of(bundle)
+    command = [sys.executable, str(bundle / "run.py"), "--out", str(folder)]
+    code, wall_s = _logged(command, folder / STARTED_FILE, limit_s)
     return {
-        "operator": name,
+        "operator": folder.name,
         "bundle": bundle.name,
         "started": True,
         "exit_code": code,
         "timed_out": code is None,
-        "wall_s": round(time.monotonic() - started, 1),
+        "wall_s": wall_s,
     }
 
 
 def warm_one(bundle: Path, out: Path, limit_s: float) -> dict[str, object]:
-    name = operator_of(bundle)
-    folder = out / name
-    folder.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with (folder / "warm.log").open("w", encoding="utf-8") as log:
-        try:
-            done = subprocess.run(
-                [sys.executable, str(bundle / "run.py"), "--warm-only"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=limit_s,
-                check=False,
-            )
-            code: int | None = done.returncode
-        except subprocess.TimeoutExpired:
-            code = None
-    return {"operator": name, "exit_code": code, "wall_s": round(time.monotonic() - started, 1)}
+    folder = out / operator_of(bundle)
+    command = [sys.executable, str(bundle / "run.py"), "--warm-only"]
+    code, wall_s = _logged(command, folder / "warm.log", limit_s)
+    return {"operator": folder.name, "exit_code": code, "wall_s": wall_s}
 
 
 def warm_all(bundles: list[Path], out: Path, jobs: int, limit_s: float) -> list[dict[str, object]]:

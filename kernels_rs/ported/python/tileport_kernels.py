@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -539,16 +539,9 @@ class Library:
             prepared = self._checked_call(operator, arrays, stream)
         else:
             key, addresses = found
-            cached = self._repeated.get(key)
-            if cached is None:
-                prepared = self._checked_call(operator, arrays, key[1])
-                if len(self._repeated) >= CHECKED_CALLS_KEPT:
-                    self._repeated.clear()
-                self._repeated[key] = prepared
-            else:
-                prepared = cached
-                if prepared.addresses != addresses:
-                    prepared.rebind(addresses)
+            prepared = _kept(
+                self._repeated, key, addresses, lambda: self._checked_call(operator, arrays, key[1])
+            )
         status = int(prepared.function(*prepared.arguments, *scalars, prepared.stream))
         if status:
             self.raise_for(status)
@@ -592,16 +585,9 @@ class Library:
             prepared = self.prepare(operator, arrays, stream)
         else:
             key, addresses = layout
-            cached = self._checked.get(key)
-            if cached is None:
-                prepared = self.prepare(operator, arrays, stream)
-                if len(self._checked) >= CHECKED_CALLS_KEPT:
-                    self._checked.clear()
-                self._checked[key] = prepared
-            else:
-                prepared = cached
-                if prepared.addresses != addresses:
-                    prepared.rebind(addresses)
+            prepared = _kept(
+                self._checked, key, addresses, lambda: self.prepare(operator, arrays, stream)
+            )
         prepared.stream = self.ffi.cast("void *", handle)
         return prepared
 
@@ -641,6 +627,25 @@ class Library:
         name = STATUS.get(status, "UNKNOWN")
         error = _STATUS_ERRORS.get(name, TileportError)
         raise error(f"{name} ({status}): {self.last_error()}", status)
+
+
+def _kept(
+    kept: dict[tuple[object, ...], PreparedCall],
+    key: tuple[object, ...],
+    addresses: list[int],
+    prepare: Callable[[], PreparedCall],
+) -> PreparedCall:
+    """The prepared call kept under `key`, its addresses rewritten to `addresses`; or a
+    new one from `prepare()`, kept (at most CHECKED_CALLS_KEPT, then all are dropped)."""
+    prepared = kept.get(key)
+    if prepared is None:
+        prepared = prepare()
+        if len(kept) >= CHECKED_CALLS_KEPT:
+            kept.clear()
+        kept[key] = prepared
+    elif prepared.addresses != addresses:
+        prepared.rebind(addresses)
+    return prepared
 
 
 def _fill(cdata: Any, tensor: TensorDescriptor) -> None:
