@@ -584,8 +584,10 @@ class PerfReport(StageReport):
             self._protocol_was_followed()
         if self.verdict is PerfVerdict.BLOCKED:
             self._require_reason()
-        elif self.verdict is not self.verdict_for(self.rows):
+        elif self.verdict is PerfVerdict.DONE and self.verdict_for(self.rows) is not self.verdict:
             raise ValueError(f"verdict {self.verdict} contradicts geomean {expected}")
+        # INVESTIGATE where the rows now say DONE is a run judged by the stricter A/A
+        # rule of its day (the point ratio against the band): it hides nothing.
         return self
 
     def _protocol_was_followed(self) -> None:
