@@ -833,7 +833,7 @@ def gpu_outcome(
         measured = _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
     perf = _perf_report(ctx, measured, all_pass)
 
-    def run_report() -> GpuRunReport:
+    def run_report(notes: list[str]) -> GpuRunReport:
         return GpuRunReport(
             operator=ctx.operator,
             ran_on_gpu=True,
@@ -848,20 +848,18 @@ def gpu_outcome(
             perf=measured.details,
             host_overhead=measured.overhead,
             abi_probes=probes,
-            notes=list(ctx.notes),
+            notes=notes,
             geomean_line=geomean_line(geomean_ratio(measured.rows), len(measured.rows)),
             elapsed_s=time.monotonic() - started,
         )
 
     if measured.details:
-        ctx.notes.append(HOST_PENDING_NOTE)
-        checkpoint(RunOutcome(correctness, perf, run_report()))
-        ctx.notes.remove(HOST_PENDING_NOTE)
+        checkpoint(RunOutcome(correctness, perf, run_report([*ctx.notes, HOST_PENDING_NOTE])))
         first = next(r for r in timed if r.name == measured.details[0].config_id)
         none: list[HostOverhead] = []
         found = _guarded(ctx, "the host cost per call", lambda: [_host_overhead(ctx, first)], none)
         measured.overhead.extend(found)
-    return RunOutcome(correctness, perf, run_report())
+    return RunOutcome(correctness, perf, run_report(ctx.notes))
 
 
 def _guarded(ctx: GpuContext, what: str, run: Callable[[], T], fallback: T) -> T:
