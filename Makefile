@@ -45,6 +45,6 @@ sandbox-tools:
 		|| { echo "bwrap is missing: install bubblewrap (apt-get install -y bubblewrap)"; exit 1; }
 
 pytest: setup sandbox-tools
-	$(VENV)/bin/pytest -q -ra
+	$(VENV)/bin/pytest -q -ra --durations=30
 
 test: lint typecheck rust-lint pytest

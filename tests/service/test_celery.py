@@ -234,6 +234,10 @@ def test_a_run_at_the_gpu_boundary_goes_to_the_gpu_worker_of_its_architecture(
         view = celery_client.get(f"/v1/conversions/{cid}").json()
         assert view["status"] == "awaiting_gpu", view["error"]
         assert view["stages"] and view["stages"][-1]["stage"] == "final_gate"
+        # The dispatch is part of the run's ending, after its status is written.
+        wait_for(
+            lambda: bool(gpu_events(celery_context, cid, "gpu.dispatched")), 60, "the GPU dispatch"
+        )
         [sent] = gpu_events(celery_context, cid, "gpu.dispatched")
         assert sent.message == "bundle sent to tileport.gpu.sm_90"
         wait_for(
