@@ -811,6 +811,9 @@ def _symbol_difference(launched: str, proven: str) -> str:
     return f"{len(changed)} part(s) differ from part {start}: " + ", ".join(changed[:6])
 
 
+REFERENCE_SPECIALISATION: Final = "reference specialisation"
+
+
 def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[PerfCause], list[str]]:
     """For each timed configuration outside its A/A band: did the cuTile Python kernel run
     as the specialisation the port was proven against? CUPTI names a launch by its entry
@@ -842,7 +845,7 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
             causes.append(
                 PerfCause(
                     side=CauseSide.DEVICE,
-                    category="reference specialisation",
+                    category=REFERENCE_SPECIALISATION,
                     evidence=f"{where}: the cuTile Python kernel ran as {launched[0][:60]}..., "
                     f"not as the export the port was proven against: "
                     f"{_symbol_difference(launched[0], proven)}",
@@ -854,6 +857,54 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
     return causes, notes
 
 
+def launch_attributes(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
+    """For each timed configuration outside its A/A band: were the port's kernels launched
+    as the reference's? CUPTI records, per kernel, its grid, block, cluster, registers,
+    shared memory and carve-out, cache configuration and launch type
+    (`TimingColumn.launch`). A field that differs is a device cause; the same fields
+    clear the launch attributes of the gap."""
+    causes: list[PerfCause] = []
+    notes: list[str] = []
+    for detail in run.perf:
+        if not detail.outside_aa_band:
+            continue
+        where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+        port, reference = detail.port.launch, detail.reference.launch
+        if not port or not reference:
+            notes.append(f"{where}: the run kept no launch attributes; the launch is unchecked")
+            continue
+        differences = _launch_differences(port, reference)
+        if not differences:
+            notes.append(
+                f"{where}: the port's kernels were launched as the reference's (same grid, "
+                "block, cluster, registers, shared memory and carve-out, cache configuration "
+                "and launch type in CUPTI's records)"
+            )
+            continue
+        causes.append(
+            PerfCause(
+                side=CauseSide.DEVICE,
+                category="launch attributes",
+                evidence=f"{where}: {'; '.join(differences)}",
+                fix="launch the port with the reference's attributes (launch configuration, "
+                "function attributes such as the shared-memory carve-out)",
+            )
+        )
+    return causes, notes
+
+
+def _launch_differences(port: list[dict[str, int]], reference: list[dict[str, int]]) -> list[str]:
+    if len(port) != len(reference):
+        return [f"{len(port)} kernel(s) per call against the reference's {len(reference)}"]
+    found = []
+    for index, (mine, theirs) in enumerate(zip(port, reference, strict=True)):
+        for name in sorted(mine.keys() & theirs.keys()):
+            if mine[name] != theirs[name]:
+                kernel = f"kernel {index + 1}: " if len(port) > 1 else ""
+                found.append(f"{kernel}{name} {mine[name]} against the reference's {theirs[name]}")
+    return found
+
+
 # -- the command line: `tileport investigate` ----------------------------------------------
 
 
@@ -862,7 +913,8 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
     gives the run id and attempt. With `runs` (the folder of the conversions' run
     directories, one per operator), each configuration outside its A/A band is checked
     against the reference export its port was proven against
-    (`reference_specialisation`)."""
+    (`reference_specialisation`); without, only its launch attributes are
+    (`launch_attributes`)."""
     path = folder / GpuRunReport.FILE_NAME
     if not path.is_file():
         raise HostInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
@@ -878,10 +930,20 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
         run_id, attempt = perf.run_id, perf.attempt
     except (OSError, UnicodeDecodeError, ValidationError):
         pass
-    report = investigate_host_overhead(run, run_id=run_id, attempt=attempt)
+    report = investigate_run(run, run_id=run_id, attempt=attempt)
     if runs is None:
         return report
     causes, notes = reference_specialisation(run, runs / run.operator)
+    return report.model_copy(
+        update={"causes": [*report.causes, *causes], "notes": [*report.notes, *notes]}
+    )
+
+
+def investigate_run(run: GpuRunReport, *, run_id: str | None, attempt: int) -> InvestigationReport:
+    """What one GPU run's figures alone say: the host overhead's investigation with the
+    launch attributes of every configuration outside its A/A band."""
+    report = investigate_host_overhead(run, run_id=run_id, attempt=attempt)
+    causes, notes = launch_attributes(run)
     return report.model_copy(
         update={"causes": [*report.causes, *causes], "notes": [*report.notes, *notes]}
     )

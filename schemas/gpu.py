@@ -272,6 +272,12 @@ class TimingColumn(_Strict):
         "entry symbol encodes every fact its launch specialised on); empty in runs that "
         "did not record them.",
     )
+    launch: list[dict[str, int]] = Field(
+        default_factory=list,
+        description="Per kernel of `kernels`: how CUPTI saw it launched (grid, block, "
+        "cluster, registers, shared memory and its carve-out, cache configuration; "
+        "toolchain.cupti.LAUNCH_FIELDS); empty in runs that did not record it.",
+    )
 
     @model_validator(mode="after")
     def _figures_match_the_samples(self) -> Self:

@@ -23,6 +23,36 @@ from typing import Any
 
 BUFFER_BYTES = 8 << 20
 
+# What a kernel record says about how the kernel was launched and what the driver
+# gave it (CUpti_ActivityKernel fields): two calls of one cubin that differ here
+# were launched differently. Fields an older CUPTI lacks are left out.
+LAUNCH_FIELDS = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "cluster_x",
+    "cluster_y",
+    "cluster_z",
+    "cluster_scheduling_policy",
+    "registers_per_thread",
+    "static_shared_memory",
+    "dynamic_shared_memory",
+    "local_memory_per_thread",
+    "shared_memory_config",
+    "shared_memory_executed",
+    "is_shared_memory_carveout_requested",
+    "shared_memory_carveout_requested",
+    "shmem_limit_config",
+    "partitioned_global_cache_requested",
+    "partitioned_global_cache_executed",
+    "launch_type",
+)
+
+LaunchAttributes = tuple[tuple[str, int], ...]
+
 # CUPTI takes one pair of activity callbacks per process; the timer and the
 # driver trace each add a sink while they run.
 _SINKS: list[Callable[[Any], None]] = []
@@ -48,11 +78,19 @@ def _activity_api() -> Any:
     return cupti
 
 
+def launch_attributes(activity: Any) -> LaunchAttributes:
+    """The launch fields (`LAUNCH_FIELDS`) a kernel activity record carries."""
+    return tuple(
+        (name, int(getattr(activity, name))) for name in LAUNCH_FIELDS if hasattr(activity, name)
+    )
+
+
 @dataclass(frozen=True)
 class KernelRecord:
     name: str
     start_ns: int
     end_ns: int
+    launch: LaunchAttributes = ()
 
     @property
     def duration_ns(self) -> int:
@@ -72,6 +110,8 @@ class CallTiming:
     device_ns: int
     launches: int
     kernels: tuple[str, ...]
+    launch: tuple[LaunchAttributes, ...] = ()
+    """Per kernel, in `kernels` order: its launch attributes."""
 
 
 @dataclass
@@ -91,7 +131,12 @@ class KernelTimer:
     def _collect(self, activity: Any) -> None:
         if activity.kind == self._cupti.ActivityKind.CONCURRENT_KERNEL:
             self.records.append(
-                KernelRecord(str(activity.name), int(activity.start), int(activity.end))
+                KernelRecord(
+                    str(activity.name),
+                    int(activity.start),
+                    int(activity.end),
+                    launch_attributes(activity),
+                )
             )
 
     def flush(self) -> None:
@@ -144,6 +189,7 @@ def attribute(records: list[KernelRecord], windows: list[Window]) -> list[CallTi
                 device_ns=sum(r.duration_ns for r in inside),
                 launches=len(inside),
                 kernels=tuple(r.name for r in inside),
+                launch=tuple(r.launch for r in inside),
             )
         )
     return timings
@@ -159,6 +205,8 @@ class Summary:
     """Every sample, in window order."""
     kernels: tuple[str, ...] = ()
     """The kernels of the label's most frequent launch."""
+    launch: tuple[LaunchAttributes, ...] = ()
+    """The launch attributes of those kernels, as most of the label's calls had them."""
 
 
 def summarise(timings: list[CallTiming], label: str) -> Summary | None:
@@ -169,13 +217,15 @@ def summarise(timings: list[CallTiming], label: str) -> Summary | None:
     if not mine:
         return None
     device_us = tuple(t.device_ns / 1e3 for t in mine)
+    kernels = Counter(t.kernels for t in mine).most_common(1)[0][0]
     return Summary(
         median_us=statistics.median(device_us),
         min_us=min(device_us),
         launches_per_call=float(statistics.median(t.launches for t in mine)),
         samples=len(mine),
         device_us=device_us,
-        kernels=Counter(t.kernels for t in mine).most_common(1)[0][0],
+        kernels=kernels,
+        launch=Counter(t.launch for t in mine if t.kernels == kernels).most_common(1)[0][0],
     )
 
 

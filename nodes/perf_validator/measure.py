@@ -149,6 +149,7 @@ def column(summary: Summary | None, policy: SamplingPolicy) -> TimingColumn | No
         median_interval_us=(interval.low, interval.high),
         samples_us=list(summary.device_us),
         kernels=list(summary.kernels),
+        launch=[dict(attributes) for attributes in summary.launch],
     )
 
 

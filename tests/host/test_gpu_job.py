@@ -21,7 +21,7 @@ from schemas.gpu import BundleManifest, GpuRunReport
 from schemas.reports import CorrectnessReport, HostBuildReport, PerfReport
 from schemas.state import PipelineState
 from schemas.verdicts import CorrectnessVerdict, FailureClass, HostBuildVerdict, PerfVerdict
-from toolchain.cupti import KernelRecord, Window, attribute, summarise
+from toolchain.cupti import KernelRecord, Window, attribute, launch_attributes, summarise
 from toolchain.env import REPO_ROOT
 from toolchain.gpu_bundle import SIZE_LIMIT_BYTES, build_bundle, runner_modules
 
@@ -137,6 +137,28 @@ def test_kernels_are_attributed_to_their_window() -> None:
     summary = summarise(timings, "c:reference")
     assert summary is not None and summary.median_us == 0.055 and summary.launches_per_call == 2
     assert summarise(timings, "c:torch") is None
+
+
+def test_a_kernel_record_keeps_how_it_was_launched() -> None:
+    class Activity:  # a CUPTI kernel record of a release without cluster fields
+        grid_x, block_x, registers_per_thread, shared_memory_executed = 512, 128, 32, 0
+        name = "k"
+
+    assert launch_attributes(Activity()) == (
+        ("grid_x", 512),
+        ("block_x", 128),
+        ("registers_per_thread", 32),
+        ("shared_memory_executed", 0),
+    )
+    usual, carved = (("grid_x", 512),), (("grid_x", 512), ("shared_memory_executed", 1))
+    records = [
+        KernelRecord("k", 10, 20, usual),
+        KernelRecord("k", 110, 120, carved),
+        KernelRecord("k", 210, 220, usual),
+    ]
+    windows = [Window("c:port", 0, 50), Window("c:port", 100, 150), Window("c:port", 200, 250)]
+    summary = summarise(attribute(records, windows), "c:port")
+    assert summary is not None and summary.launch == (usual,)  # as most calls were launched
 
 
 def _state(run_dir: Path, no_gpu: bool = False) -> PipelineState:

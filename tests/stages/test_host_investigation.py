@@ -385,3 +385,37 @@ def test_a_reference_run_as_proven_clears_the_reference(tmp_path: Path) -> None:
     unnamed = _outside_band_run(tmp_path / "again", [])
     notes = investigate_folder(unnamed, tmp_path / "conversions").notes
     assert any("kept no kernel names" in n for n in notes)
+
+
+# --- the device side: how the kernels were launched ----------------------------------------
+
+LAUNCH = {"grid_x": 512, "block_x": 128, "registers_per_thread": 32, "shared_memory_executed": 0}
+
+
+def _launched(tmp_path: Path, port: dict[str, int], reference: dict[str, int]) -> Path:
+    folder = _outside_band_run(tmp_path, [PROVEN])
+    run = read_json(folder / "gpu_run.json")
+    run["perf"][0]["port"]["launch"] = [port]
+    run["perf"][0]["reference"]["launch"] = [reference]
+    write_json(folder / "gpu_run.json", run)
+    return folder
+
+
+def test_a_launch_attribute_that_differs_is_a_device_cause(tmp_path: Path) -> None:
+    carved = {**LAUNCH, "shared_memory_executed": 233472}
+    folder = _launched(tmp_path, carved, LAUNCH)
+    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+    (cause,) = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
+    assert cause.category == "launch attributes"
+    assert cause.evidence == (
+        f"{config} (port/ref 1.0500): shared_memory_executed 233472 against the reference's 0"
+    )
+
+
+def test_the_same_launch_attributes_clear_the_launch(tmp_path: Path) -> None:
+    folder = _launched(tmp_path, LAUNCH, dict(LAUNCH))
+    report = investigate_folder(folder)
+    assert not [c for c in report.causes if c.side is CauseSide.DEVICE]
+    assert any("were launched as the reference's" in note for note in report.notes)
+    unrecorded = _outside_band_run(tmp_path / "again", [PROVEN])
+    assert any("no launch attributes" in n for n in investigate_folder(unrecorded).notes)
