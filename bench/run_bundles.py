@@ -53,9 +53,9 @@ def _logged(command: list[str], log_path: Path, limit_s: float) -> tuple[int | N
     return code, round(time.monotonic() - started, 1)
 
 
-def run_one(bundle: Path, out: Path, limit_s: float) -> dict[str, object]:
+def run_one(bundle: Path, out: Path, limit_s: float, extra: list[str]) -> dict[str, object]:
     folder = out / operator_of(bundle)
-    command = [sys.executable, str(bundle / "run.py"), "--out", str(folder)]
+    command = [sys.executable, str(bundle / "run.py"), "--out", str(folder), *extra]
     code, wall_s = _logged(command, folder / STARTED_FILE, limit_s)
     return {
         "operator": folder.name,
@@ -99,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="bundles warming their references at once before the runs (default 0: no warm pass)",
     )
+    parser.add_argument(
+        "--keep-cubins",
+        action="store_true",
+        help="each run keeps the cubins both JITs compile (gpu-run --keep-cubins)",
+    )
     args = parser.parse_args(argv)
     missing = [str(b) for b in args.bundles if not (b / "run.py").is_file()]
     if missing:
@@ -116,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         if left < min(args.limit_s, 60.0):
             rows.append({"operator": operator_of(bundle), "bundle": bundle.name, "started": False})
             continue
-        row = run_one(bundle, args.out, min(args.limit_s, left))
+        extra = ["--keep-cubins"] if args.keep_cubins else []
+        row = run_one(bundle, args.out, min(args.limit_s, left), extra)
         rows.append(row)
         print(json.dumps(row), flush=True)
     batch = args.out / f"batch-{int(time.time())}.json"

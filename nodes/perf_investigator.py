@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,10 @@ from schemas.verdicts import (
     PerfVerdict,
     SamenessLevel,
 )
+from tileir.sass import compare_cubins
+from toolchain.jit_cubins import CUBINS_DIR, kept_port_cubins, port_cubins, reference_cubins
 from toolchain.llm import optional_commentary
+from toolchain.tools import cuobjdump_sass
 
 UNIFORM_SPREAD: Final = 1.03
 """Ratios within 3 % of each other on every configuration count as uniform."""
@@ -857,6 +861,59 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
     return causes, notes
 
 
+RUNTIME_CUBINS: Final = "runtime cubins"
+# Causes found in files beside gpu_run.json (a conversion's exports, kept cubins).
+CAUSES_FROM_FILES: Final = frozenset({REFERENCE_SPECIALISATION, RUNTIME_CUBINS})
+
+
+def runtime_cubins(run: GpuRunReport, folder: Path) -> tuple[list[PerfCause], list[str]]:
+    """For each timed configuration outside its A/A band, in a run that kept the cubins
+    both JITs compiled (`gpu-run --keep-cubins`, toolchain.jit_cubins): is the machine
+    code that ran the same? Different SASS is a cause (each JIT's own tileiras flags);
+    the same SASS clears the compile."""
+    if not (folder / CUBINS_DIR).is_dir():
+        return [], []
+    references = reference_cubins(folder)
+    listings = {cubin: cuobjdump_sass(cubin) for cubin in kept_port_cubins(folder)}
+    ports = port_cubins(folder, listings)
+    causes: list[PerfCause] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tileport-cubins-") as scratch:
+        for detail in run.perf:
+            if not detail.outside_aa_band:
+                continue
+            where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+            port = next((ports[k] for k in detail.port.kernels if k in ports), None)
+            blob = next((references[k] for k in detail.reference.kernels if k in references), None)
+            if port is None or blob is None:
+                side = "port's" if port is None else "reference's"
+                notes.append(f"{where}: the run kept no cubin of the {side} kernel")
+                continue
+            reference = Path(scratch) / f"{detail.config_id}.reference.cubin"
+            reference.write_bytes(blob)
+            found = compare_cubins(reference, port, run.environment.compute_capability or "gpu")
+            if found.identical:
+                notes.append(
+                    f"{where}: the cubins both JITs compiled on the GPU host have identical "
+                    f"SASS ({found.reference_instructions} instructions)"
+                )
+                continue
+            causes.append(
+                PerfCause(
+                    side=CauseSide.DEVICE,
+                    category=RUNTIME_CUBINS,
+                    evidence=f"{where}: the cubin cuTile Python compiled and the one "
+                    f"cutile-rs compiled differ in {found.differing_lines} SASS line(s) "
+                    f"({found.reference_instructions} against "
+                    f"{found.generated_instructions} instructions; first: "
+                    f"{'; '.join(found.first_differences[:2])})",
+                    fix="compile the port as the reference is compiled (cuTile Python runs "
+                    "tileiras with -O3 --lineinfo; cutile-rs takes CUTILE_JIT_DEBUG=line)",
+                )
+            )
+    return causes, notes
+
+
 def launch_attributes(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
     """For each timed configuration outside its A/A band: were the port's kernels launched
     as the reference's? CUPTI records, per kernel, its grid, block, cluster, registers,
@@ -913,8 +970,9 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
     gives the run id and attempt. With `runs` (the folder of the conversions' run
     directories, one per operator), each configuration outside its A/A band is checked
     against the reference export its port was proven against
-    (`reference_specialisation`); without, only its launch attributes are
-    (`launch_attributes`)."""
+    (`reference_specialisation`). Every such configuration's launch attributes are
+    checked (`launch_attributes`), and its cubins where the run kept them
+    (`runtime_cubins`)."""
     path = folder / GpuRunReport.FILE_NAME
     if not path.is_file():
         raise HostInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
@@ -931,9 +989,10 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
     except (OSError, UnicodeDecodeError, ValidationError):
         pass
     report = investigate_run(run, run_id=run_id, attempt=attempt)
-    if runs is None:
-        return report
-    causes, notes = reference_specialisation(run, runs / run.operator)
+    causes, notes = runtime_cubins(run, folder)
+    if runs is not None:
+        found = reference_specialisation(run, runs / run.operator)
+        causes, notes = causes + found[0], notes + found[1]
     return report.model_copy(
         update={"causes": [*report.causes, *causes], "notes": [*report.notes, *notes]}
     )

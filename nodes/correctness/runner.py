@@ -80,6 +80,7 @@ from schemas.reports import (
 )
 from schemas.verdicts import CorrectnessVerdict, PerfVerdict
 from toolchain.cupti import KernelTimer
+from toolchain.jit_cubins import keep_compiles
 from toolchain.kernel_slice import load_kernel
 
 EXIT_ALL_PASS = 0
@@ -1026,9 +1027,13 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def run_bundle(root: Path, out: Path, perf_anyway: bool = False) -> RunOutcome:
+def run_bundle(
+    root: Path, out: Path, perf_anyway: bool = False, keep_cubins: bool = False
+) -> RunOutcome:
     started = time.monotonic()
     bundle = load_bundle(root)
+    if keep_cubins:  # before either JIT compiles
+        keep_compiles(out)
     environment, context = probe_environment(bundle)
     digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
 
@@ -1090,6 +1095,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the perf verdict stays BLOCKED)",
     )
     parser.add_argument(
+        "--keep-cubins",
+        action="store_true",
+        help="keep the cubins both JITs compile under OUT/cubins (cuTile Python's cache; "
+        "what tileiras wrote for cutile-rs), for `tileport investigate`; the reference "
+        "compiles again instead of using the host's warm cache",
+    )
+    parser.add_argument(
         "--upload",
         metavar="URL",
         help="send the results to the service that holds the run "
@@ -1105,7 +1117,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         if args.warm_only:
             return warm_references(args.bundle)
-        outcome = run_bundle(args.bundle, out, args.perf_anyway)
+        outcome = run_bundle(args.bundle, out, args.perf_anyway, args.keep_cubins)
     except BundleError as exc:
         print(f"gpu-run: bad bundle: {exc}", file=sys.stderr)
         return EXIT_BAD_BUNDLE

@@ -102,11 +102,10 @@ def _investigation(folder: Path, report: GpuRunReport) -> InvestigationReport | 
     if not path.is_file():
         return None
     found = _load(path, InvestigationReport)
-    from nodes.perf_investigator import REFERENCE_SPECIALISATION, investigate_run
+    from nodes.perf_investigator import CAUSES_FROM_FILES, investigate_run
 
     current = investigate_run(report, run_id=found.run_id, attempt=found.attempt)
-    # Only `--runs` (the conversions' exports) finds reference specialisations.
-    derived = [c for c in found.causes if c.category != REFERENCE_SPECIALISATION]
+    derived = [c for c in found.causes if c.category not in CAUSES_FROM_FILES]
     if (found.verdict, found.summary, derived) != (
         current.verdict,
         current.summary,

@@ -6,7 +6,9 @@ test inputs; the evidence is checked against figures computed here from the JSON
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,9 @@ from nodes.perf_investigator import (
 from schemas.gpu import GpuRunReport
 from schemas.reports import CauseSide, InvestigationReport
 from schemas.verdicts import InvestigationVerdict
+from toolchain.env import REPO_ROOT, find_toolchain, toolchain_env
+from toolchain.jit_cubins import CUBINS_DIR, keep_compiles, kept_port_cubins, port_cubins
+from toolchain.tools import cuobjdump_sass
 
 RESULTS = Path(__file__).parent / "fixtures" / "gpu_runs"
 SOFTMAX = "h200-2026-11-29-softmax"
@@ -419,3 +424,70 @@ def test_the_same_launch_attributes_clear_the_launch(tmp_path: Path) -> None:
     assert any("were launched as the reference's" in note for note in report.notes)
     unrecorded = _outside_band_run(tmp_path / "again", [PROVEN])
     assert any("no launch attributes" in n for n in investigate_folder(unrecorded).notes)
+
+
+# --- the device side: the cubins both JITs compiled on the GPU host -----------------------
+
+CUBINS = REPO_ROOT / (
+    "tests/service/fixtures/h200_completion/service/artifacts/runs/"
+    "38479f136dcc4cf691b49ed10af185f0/generated/generated"
+)
+REFERENCE_SYMBOL = "softmax_kernel_Kt1_A2f32_1v4l0_2t1_p16_A2f32_1v4l0_2t1_p16_I1024"
+
+
+def _kept(tmp_path: Path, port_cubin: Path) -> Path:
+    """An outside-band run that kept the ragged f32 softmax reference in cuTile Python's
+    own cache format and `port_cubin` as the port's compile."""
+    from cutile_cache._cache import cache_store
+
+    folder = _outside_band_run(tmp_path, [REFERENCE_SYMBOL])
+    run = read_json(folder / "gpu_run.json")
+    run["perf"][0]["port"]["kernels"] = ["softmax_kernel_entry"]
+    write_json(folder / "gpu_run.json", run)
+    kept = folder / CUBINS_DIR
+    (kept / "port").mkdir(parents=True)
+    (kept / "reference").mkdir()
+    blob = (CUBINS / "row__ragged_f32" / "reference.sm_90.cubin").read_bytes()
+    cache_store(str(kept / "reference"), "k" * 64, blob, {"kernel_names": [REFERENCE_SYMBOL]})
+    shutil.copyfile(port_cubin, kept / "port" / "0b6f.cubin")
+    return folder
+
+
+def test_the_same_machine_code_on_the_gpu_host_clears_the_compile(tmp_path: Path) -> None:
+    folder = _kept(tmp_path, CUBINS / "row__ragged_f32" / "generated.sm_90.cubin")
+    report = investigate_folder(folder)
+    assert not [c for c in report.causes if c.side is CauseSide.DEVICE]
+    assert any(
+        "cubins both JITs compiled on the GPU host have identical SASS" in n for n in report.notes
+    )
+
+
+def test_other_machine_code_on_the_gpu_host_is_a_device_cause(tmp_path: Path) -> None:
+    folder = _kept(tmp_path, CUBINS / "row__pow2_f16" / "generated.sm_90.cubin")
+    (cause,) = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
+    assert cause.category == "runtime cubins" and "SASS line(s)" in cause.evidence
+    unkept = _kept(tmp_path / "again", CUBINS / "row__pow2_f16" / "generated.sm_90.cubin")
+    (unkept / CUBINS_DIR / "port" / "0b6f.cubin").unlink()
+    notes = investigate_folder(unkept).notes
+    assert any("kept no cubin of the port's kernel" in n for n in notes)
+
+
+def test_a_recorded_compile_keeps_the_cubin_tileiras_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUTILE_TILEIRAS_PATH", str(find_toolchain().tool("tileiras")))
+    monkeypatch.delenv("CUDA_TILE_CACHE_DIR", raising=False)
+    folder = keep_compiles(tmp_path)
+    recorder = os.environ["CUTILE_TILEIRAS_PATH"]
+    assert os.environ["CUDA_TILE_CACHE_DIR"] == str(folder / "reference")
+    bytecode = CUBINS / "row__ragged_f32.sm_90.bytecode"
+    out = tmp_path / "scratch" / "3f.cubin"
+    out.parent.mkdir()
+    # as cutile-rs runs it (cutile-compiler's run_tileiras)
+    command = [recorder, "--gpu-name", "sm_90", "--opt-level", "3", "-o", str(out), str(bytecode)]
+    subprocess.run(command, check=True, env=toolchain_env())
+    (kept,) = kept_port_cubins(tmp_path)
+    assert kept.read_bytes() == out.read_bytes()
+    assert list(port_cubins(tmp_path, {kept: cuobjdump_sass(kept)})) == ["softmax_kernel_entry"]
+    failing = [recorder, "--gpu-name", "sm_90", "-o", str(tmp_path / "x.cubin"), "missing.bc"]
+    assert subprocess.run(failing, env=toolchain_env(), capture_output=True).returncode != 0
