@@ -38,6 +38,9 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from nodes.host_builder.binding import BindingError
+from nodes.host_builder.launched_code import LaunchedCodeError, LaunchedCompile, compile_as_launched
+from nodes.host_builder.rust_entry import RustSourceError
 from schemas.gpu import GpuRunReport, HostOverhead
 from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
@@ -57,6 +60,7 @@ from schemas.reports import (
     load_report,
 )
 from schemas.run_layout import RunLayout, write_text_atomic
+from schemas.sass import SassComparison
 from schemas.state import PipelineState, ReportMeta, StageResult
 from schemas.verdicts import (
     PERF_RATIO_LIMIT,
@@ -67,7 +71,7 @@ from schemas.verdicts import (
 from tileir.sass import compare_cubins
 from toolchain.jit_cubins import CUBINS_DIR, kept_port_cubins, port_cubins, reference_cubins
 from toolchain.llm import optional_commentary
-from toolchain.tools import cuobjdump_sass
+from toolchain.tools import ToolError, cuobjdump_sass
 
 UNIFORM_SPREAD: Final = 1.03
 """Ratios within 3 % of each other on every configuration count as uniform."""
@@ -862,20 +866,29 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
 
 
 RUNTIME_CUBINS: Final = "runtime cubins"
+LAUNCHER_SPECIALISATION: Final = "launcher specialisation"
 # Causes found in files beside gpu_run.json (a conversion's exports, kept cubins).
-CAUSES_FROM_FILES: Final = frozenset({REFERENCE_SPECIALISATION, RUNTIME_CUBINS})
+CAUSES_FROM_FILES: Final = frozenset(
+    {REFERENCE_SPECIALISATION, RUNTIME_CUBINS, LAUNCHER_SPECIALISATION}
+)
 
 
-def runtime_cubins(run: GpuRunReport, folder: Path) -> tuple[list[PerfCause], list[str]]:
+def runtime_cubins(
+    run: GpuRunReport, folder: Path, run_dir: Path | None = None
+) -> tuple[list[PerfCause], list[str]]:
     """For each timed configuration outside its A/A band, in a run that kept the cubins
     both JITs compiled (`gpu-run --keep-cubins`, toolchain.jit_cubins): is the machine
-    code that ran the same? Different SASS is a cause (each JIT's own tileiras flags);
-    the same SASS clears the compile."""
+    code that ran the same? With the conversion's run directory, the port's cubin for
+    the configuration is rebuilt here as cutile-rs's launcher compiles it
+    (`host_builder.launched_code`): a match names the launcher's own specialisation as
+    the cause. Different SASS otherwise is a cause of its own; the same SASS clears
+    the compile."""
     if not (folder / CUBINS_DIR).is_dir():
         return [], []
     references = reference_cubins(folder)
     listings = {cubin: cuobjdump_sass(cubin) for cubin in kept_port_cubins(folder)}
-    ports = port_cubins(folder, listings)
+    ports = port_cubins(listings)
+    target = f"sm_{(run.environment.compute_capability or '').replace('.', '')}"
     causes: list[PerfCause] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tileport-cubins-") as scratch:
@@ -883,35 +896,80 @@ def runtime_cubins(run: GpuRunReport, folder: Path) -> tuple[list[PerfCause], li
             if not detail.outside_aa_band:
                 continue
             where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
-            port = next((ports[k] for k in detail.port.kernels if k in ports), None)
+            candidates = [c for k in detail.port.kernels for c in ports.get(k, [])]
             blob = next((references[k] for k in detail.reference.kernels if k in references), None)
-            if port is None or blob is None:
-                side = "port's" if port is None else "reference's"
+            if not candidates or blob is None:
+                side = "port's" if not candidates else "reference's"
                 notes.append(f"{where}: the run kept no cubin of the {side} kernel")
                 continue
             reference = Path(scratch) / f"{detail.config_id}.reference.cubin"
             reference.write_bytes(blob)
-            found = compare_cubins(reference, port, run.environment.compute_capability or "gpu")
+            launched = _launched(run_dir, detail.config_id, target, Path(scratch), notes, where)
+            rebuilt = [c for c in candidates if launched and _same_sass(launched.cubin, c)]
+            port = rebuilt[0] if rebuilt else _nearest(reference, candidates, target)
+            found = compare_cubins(reference, port, target)
             if found.identical:
                 notes.append(
                     f"{where}: the cubins both JITs compiled on the GPU host have identical "
                     f"SASS ({found.reference_instructions} instructions)"
                 )
-                continue
-            causes.append(
-                PerfCause(
-                    side=CauseSide.DEVICE,
-                    category=RUNTIME_CUBINS,
-                    evidence=f"{where}: the cubin cuTile Python compiled and the one "
-                    f"cutile-rs compiled differ in {found.differing_lines} SASS line(s) "
-                    f"({found.reference_instructions} against "
-                    f"{found.generated_instructions} instructions; first: "
-                    f"{'; '.join(found.first_differences[:2])})",
-                    fix="compile the port as the reference is compiled (cuTile Python runs "
-                    "tileiras with -O3 --lineinfo; cutile-rs takes CUTILE_JIT_DEBUG=line)",
+            elif rebuilt and launched is not None:
+                causes.append(_launcher_cause(where, found, launched))
+            else:
+                causes.append(
+                    PerfCause(
+                        side=CauseSide.DEVICE,
+                        category=RUNTIME_CUBINS,
+                        evidence=f"{where}: the cubin cuTile Python compiled and the one "
+                        f"cutile-rs compiled differ in {found.differing_lines} SASS line(s) "
+                        f"({found.reference_instructions} against "
+                        f"{found.generated_instructions} instructions; first: "
+                        f"{'; '.join(found.first_differences[:2])})",
+                        fix="find which input of cutile-rs's JIT differs from the proof's "
+                        "export (its bytecode: keep it beside the cubin) and state the "
+                        "reference's facts there",
+                    )
                 )
-            )
     return causes, notes
+
+
+def _launched(
+    run_dir: Path | None, config_id: str, target: str, work: Path, notes: list[str], where: str
+) -> LaunchedCompile | None:
+    if run_dir is None:
+        return None
+    try:
+        return compile_as_launched(run_dir, config_id, target, work / "launched")
+    except (LaunchedCodeError, BindingError, RustSourceError, ToolError, OSError) as exc:
+        notes.append(f"{where}: the launcher's compile could not be rebuilt here: {exc}")
+        return None
+
+
+def _same_sass(first: Path, second: Path) -> bool:
+    return compare_cubins(first, second, "").identical
+
+
+def _nearest(reference: Path, candidates: list[Path], target: str) -> Path:
+    return min(candidates, key=lambda c: compare_cubins(reference, c, target).differing_lines)
+
+
+def _launcher_cause(where: str, found: SassComparison, launched: LaunchedCompile) -> PerfCause:
+    hints = ", ".join(f"{name} {divisor}" for name, divisor in launched.hints.items())
+    return PerfCause(
+        side=CauseSide.DEVICE,
+        category=LAUNCHER_SPECIALISATION,
+        evidence=f"{where}: cutile-rs's launcher compiled {launched.entry} assuming each "
+        f"integer and pointer argument divisible by what its value is ({hints}); rebuilt so "
+        "on the build host, the port is the cubin that ran, instruction for instruction, "
+        f"and that differs from the reference's in {found.differing_lines} SASS line(s) "
+        f"({found.generated_instructions} against {found.reference_instructions} "
+        "instructions), while the proven export (the reference's facts only) is "
+        "SASS-identical to the reference",
+        fix="upstream (docs/UPSTREAM_GAPS.md, G17): cutile-rs specialises every integer "
+        "scalar and raw pointer of an entry on its runtime divisibility, with no option to "
+        "state only the kernel's own facts; until it has one, launch the proven cubin "
+        "through a launch path of the port's own",
+    )
 
 
 def launch_attributes(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
@@ -989,7 +1047,7 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
     except (OSError, UnicodeDecodeError, ValidationError):
         pass
     report = investigate_run(run, run_id=run_id, attempt=attempt)
-    causes, notes = runtime_cubins(run, folder)
+    causes, notes = runtime_cubins(run, folder, runs / run.operator if runs else None)
     if runs is not None:
         found = reference_specialisation(run, runs / run.operator)
         causes, notes = causes + found[0], notes + found[1]

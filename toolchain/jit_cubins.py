@@ -77,13 +77,13 @@ def reference_cubins(folder: Path) -> dict[str, bytes]:
     return found
 
 
-def port_cubins(folder: Path, listing: dict[Path, str]) -> dict[str, Path]:
-    """Kernel symbol -> the kept cubin that defines it; `listing` holds each kept
-    cubin's `cuobjdump -sass` text (the caller disassembles)."""
-    found: dict[str, Path] = {}
-    for cubin, text in listing.items():
+def port_cubins(listing: dict[Path, str]) -> dict[str, list[Path]]:
+    """Kernel symbol -> the kept cubins that define it (one per specialisation the
+    launcher compiled); `listing` holds each kept cubin's `cuobjdump -sass` text."""
+    found: dict[str, list[Path]] = {}
+    for cubin, text in sorted(listing.items()):
         for name in _FUNCTION.findall(text):
-            found.setdefault(name, cubin)
+            found.setdefault(name, []).append(cubin)
     return found
 
 

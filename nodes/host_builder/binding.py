@@ -158,6 +158,8 @@ class VariantBinding:
     # An entry specialised to literal constants is taken only when the call's
     # constants are exactly these (several such entries can share a variant).
     literals: tuple[tuple[str, int], ...] = ()
+    # The entry's parameters as (name, Rust type), in the order of `params`.
+    param_types: tuple[tuple[str, str], ...] = ()
 
     def takes(self, resolved: ResolvedConfig) -> bool:
         """Whether this binding launches `resolved` (its variant, and its literals)."""
@@ -691,6 +693,7 @@ def bind_operator(
                     preconditions=_preconditions(entry, sources, arrays),
                     allowed_dtypes=_allowed_dtypes(spec, entry, sources),
                     literals=literals,
+                    param_types=tuple((p.name, p.rust_type) for p in entry.params),
                 )
             )
     return OperatorBinding(
@@ -782,6 +785,36 @@ def _generic_value(
         raw = (array.shape if rule.extent is ExtentKind.SHAPE else array.strides)[rule.dim]
     value = fact_value(rule.extent, raw, itemsize)
     return value, str(value)
+
+
+INTEGER_TYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
+
+
+def launch_hints(variant: VariantBinding, resolved: ResolvedConfig) -> dict[str, int]:
+    """The divisibility cutile-rs's launcher assumes of each entry parameter at this
+    configuration's launch: for every integer scalar and raw pointer it takes the
+    argument's value (`divisibility`) and compiles an `assume div_by` into the
+    kernel when it is above 1, whatever the kernel itself states. A fresh allocation
+    is 256-byte aligned; a list's table is one."""
+    hints: dict[str, int] = {}
+    for (name, rust_type), source in zip(variant.param_types, variant.params, strict=True):
+        value: int | None = None
+        array = resolved.arrays.get(source.array or "")
+        if source.kind == "pointer" and array is not None:
+            value = array.storage_offset * ITEMSIZE[array.dtype]
+        elif source.kind == "table":
+            value = 0
+        elif source.kind in ("shape", "stride") and array is not None and source.dim is not None:
+            value = (array.shape if source.kind == "shape" else array.strides)[source.dim]
+        elif source.kind == "length" and array is not None:
+            value = array.list_length
+        elif source.kind == "scalar" and rust_type in INTEGER_TYPES:
+            scalar = source.scalar or ""
+            if scalar in resolved.scalars or scalar in resolved.constants:
+                value = int(resolved.argument(scalar))
+        if value is not None and divisibility(value) > 1:
+            hints[name] = divisibility(value)
+    return hints
 
 
 def plan_for(binding: OperatorBinding, resolved: ResolvedConfig) -> LaunchPlan:

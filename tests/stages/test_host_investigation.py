@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 from app.cli import main
+from nodes.host_builder.binding import bind_operator, launch_hints
+from nodes.host_builder.launched_code import LaunchedCodeError, compile_as_launched
+from nodes.host_builder.rust_entry import parse_kernel_source
 from nodes.perf_investigator import (
     HostInputError,
     device_time_note,
@@ -24,8 +27,10 @@ from nodes.perf_investigator import (
     investigate_host_overhead,
 )
 from schemas.gpu import GpuRunReport
+from schemas.port_spec import load_port_spec
 from schemas.reports import CauseSide, InvestigationReport
 from schemas.verdicts import InvestigationVerdict
+from tileir.sass import compare_cubins
 from toolchain.env import REPO_ROOT, find_toolchain, toolchain_env
 from toolchain.jit_cubins import CUBINS_DIR, keep_compiles, kept_port_cubins, port_cubins
 from toolchain.tools import cuobjdump_sass
@@ -488,6 +493,64 @@ def test_a_recorded_compile_keeps_the_cubin_tileiras_wrote(
     subprocess.run(command, check=True, env=toolchain_env())
     (kept,) = kept_port_cubins(tmp_path)
     assert kept.read_bytes() == out.read_bytes()
-    assert list(port_cubins(tmp_path, {kept: cuobjdump_sass(kept)})) == ["softmax_kernel_entry"]
+    assert port_cubins({kept: cuobjdump_sass(kept)}) == {"softmax_kernel_entry": [kept]}
     failing = [recorder, "--gpu-name", "sm_90", "-o", str(tmp_path / "x.cubin"), "missing.bc"]
     assert subprocess.run(failing, env=toolchain_env(), capture_output=True).returncode != 0
+
+
+# --- the device side: the launcher's own specialisation ------------------------------------
+
+SOFTMAX_RUN = CUBINS.parent.parent  # a service run directory of the softmax corpus port
+
+
+def test_the_launcher_assumes_what_each_argument_divides_by() -> None:
+    spec = load_port_spec(SOFTMAX_RUN / "input" / "softmax.port.yaml")
+    binding = bind_operator(
+        spec,
+        SOFTMAX_RUN / "input" / "softmax.port.yaml",
+        parse_kernel_source(SOFTMAX_RUN / "generated" / "kernel.rs"),
+        "kernel",
+    )
+    configs = {c.name: spec.resolve(c, p) for c, p in spec.all_configs()}
+    ragged = configs["ragged_f32"]  # M 37, N 1000: rows of 1000 f32 divide by 8
+    assert launch_hints(binding.variant_for(ragged), ragged) == {
+        "x": 16,
+        "x_shape_1": 8,
+        "x_stride_0": 8,
+        "y": 16,
+        "y_shape_1": 8,
+        "y_stride_0": 8,
+    }
+    odd = configs["ragged_f16"]  # M 129, N 781: nothing but the fresh allocations
+    assert launch_hints(binding.variant_for(odd), odd) == {"x": 16, "y": 16}
+
+
+def test_a_port_compiled_as_launched_is_not_the_proven_one_on_ragged_rows(
+    tmp_path: Path,
+) -> None:
+    proven = CUBINS / "row__ragged_f32" / "reference.sm_90.cubin"
+    ragged = compile_as_launched(SOFTMAX_RUN, "ragged_f32", "sm_90", tmp_path)
+    assert ragged.hints["x_shape_1"] == 8
+    assert not compare_cubins(proven, ragged.cubin, "sm_90").identical
+    square = compile_as_launched(SOFTMAX_RUN, "pow2_f16", "sm_90", tmp_path)
+    pow2 = CUBINS / "row__pow2_f16" / "reference.sm_90.cubin"
+    assert compare_cubins(pow2, square.cubin, "sm_90").identical  # nothing beyond its facts
+    with pytest.raises(LaunchedCodeError, match="no configuration 'nope'"):
+        compile_as_launched(SOFTMAX_RUN, "nope", "sm_90", tmp_path)
+
+
+def test_a_kept_cubin_the_launcher_compiled_names_its_specialisation(tmp_path: Path) -> None:
+    launched = compile_as_launched(SOFTMAX_RUN, "ragged_f32", "sm_90", tmp_path / "rebuilt")
+    folder = _kept(tmp_path, launched.cubin)
+    run = read_json(folder / "gpu_run.json")
+    run["perf"][0]["config_id"] = "ragged_f32"
+    write_json(folder / "gpu_run.json", run)
+    runs = tmp_path / "conversions"
+    shutil.copytree(SOFTMAX_RUN, runs / "softmax")
+    report = investigate_folder(folder, runs)
+    (cause,) = [c for c in report.causes if c.category == "launcher specialisation"]
+    assert cause.evidence.startswith("ragged_f32 (port/ref 1.0500): cutile-rs's launcher")
+    assert "x_shape_1 8" in cause.evidence and "G17" in cause.fix
+    # Without the conversion's run directory the gap is still named, less precisely.
+    (plain,) = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
+    assert plain.category == "runtime cubins"

@@ -1,0 +1,95 @@
+"""The port's machine code as cutile-rs's launcher compiles it, rebuilt on the build host.
+
+The kernel writer proves each entry at the facts its reference specialised on. At
+launch, cutile-rs adds its own: every integer scalar and raw pointer parameter is
+assumed divisible by the largest power of two (at most 16) that divides its value
+(`binding.launch_hints`). `compile_as_launched` exports one configuration's entry
+with those hints and assembles it, so stage F can hold the cubin a GPU run kept
+(`gpu-run --keep-cubins`) against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodes.host_builder.binding import bind_operator, launch_hints, plan_for
+from nodes.host_builder.rust_entry import parse_kernel_source
+from nodes.host_builder.stage import kernel_source
+from schemas.export import RustExportRequest
+from schemas.kernel_writer import PortReport
+from schemas.port_spec import load_port_spec
+from schemas.run_layout import RunLayout
+from toolchain.rust_export import RustExporter
+from toolchain.tools import tileiras
+
+REPORT_FILE = "port_report.json"
+INPUT_DIR = "input"
+
+
+class LaunchedCodeError(ValueError):
+    """The run directory does not say how its port launches that configuration."""
+
+
+@dataclass(frozen=True)
+class LaunchedCompile:
+    entry: str
+    generics: tuple[str, ...]
+    hints: dict[str, int]
+    cubin: Path
+
+
+def compile_as_launched(run_dir: Path, config_id: str, target: str, work: Path) -> LaunchedCompile:
+    """Export and assemble configuration `config_id` of the run's port for `target`
+    (`sm_90`) with the launcher's hints; the cubin goes under `work`."""
+    layout = RunLayout(run_dir)
+    report_path = layout.generated_dir / REPORT_FILE
+    if not report_path.is_file():
+        raise LaunchedCodeError(f"{run_dir}: no {REPORT_FILE}")
+    report = PortReport.model_validate_json(report_path.read_text(encoding="utf-8"))
+    spec_path = Path(report.spec)
+    if not spec_path.is_file():  # a service run keeps its inputs in the run directory
+        spec_path = run_dir / INPUT_DIR / spec_path.name
+    spec = load_port_spec(spec_path)
+    resolved = next(
+        (
+            found
+            for config, purpose in spec.all_configs()
+            if (found := spec.resolve(config, purpose)).name == config_id
+        ),
+        None,
+    )
+    if resolved is None:
+        raise LaunchedCodeError(f"{spec_path.name}: no configuration {config_id!r}")
+    kernel, entries = kernel_source(layout)
+    binding = bind_operator(
+        spec,
+        spec_path,
+        parse_kernel_source(kernel),
+        "kernel",
+        entries.by_variant,
+        entries.literal,
+    )
+    variant = binding.variant_for(resolved)
+    generics = plan_for(binding, resolved).generic_texts
+    hints = launch_hints(variant, resolved)
+    work.mkdir(parents=True, exist_ok=True)
+    bytecode = work / f"{config_id}.{target}.launched.bytecode"
+    exporter = RustExporter()
+    try:
+        response = exporter.export(
+            RustExportRequest(
+                source=str(kernel),
+                kernel=variant.entry,
+                generics=list(generics),
+                scalar_hints=hints,
+                target=target,
+                bytecode_out=str(bytecode),
+            )
+        )
+    finally:
+        exporter.close()
+    if not response.ok:
+        raise LaunchedCodeError(f"{variant.entry}: {response.error_kind}: {response.error}")
+    cubin = tileiras(bytecode, work / f"{config_id}.{target}.launched.cubin", target)
+    return LaunchedCompile(variant.entry, generics, hints, cubin)
