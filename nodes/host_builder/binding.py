@@ -817,6 +817,34 @@ def launch_hints(variant: VariantBinding, resolved: ResolvedConfig) -> dict[str,
     return hints
 
 
+def facts_beyond_kernel(
+    binding: OperatorBinding, resolved: ResolvedConfig
+) -> dict[str, tuple[int, int]]:
+    """The parameters whose launch hint (`launch_hints`) is stronger than what the
+    kernel states of them at this configuration, a launch fact generic or a literal:
+    name -> (the launcher's divisor, the kernel's). Empty: the launcher compiles the
+    proven code. Otherwise it compiles other code (docs/UPSTREAM_GAPS.md, G17)."""
+    variant = binding.variant_for(resolved)
+    plan = plan_for(binding, resolved)
+    stated: dict[tuple[str, str, int | None], int] = {}
+    for rule, value in zip(variant.generics, plan.generics, strict=True):
+        if rule.kind == "fact" and rule.array is not None and rule.extent is not None:
+            stated[(rule.array, rule.extent.value, rule.dim)] = value
+    for pre in variant.preconditions:
+        key = (pre.array, pre.kind, pre.dim)
+        stated[key] = max(stated.get(key, 1), pre.divisor)
+    hints = launch_hints(variant, resolved)
+    beyond: dict[str, tuple[int, int]] = {}
+    for (name, _), source in zip(variant.param_types, variant.params, strict=True):
+        if name not in hints:
+            continue
+        kind = "address" if source.kind == "pointer" else source.kind
+        own = stated.get((source.array or "", kind, source.dim), 1)
+        if hints[name] > own:
+            beyond[name] = (hints[name], own)
+    return beyond
+
+
 def plan_for(binding: OperatorBinding, resolved: ResolvedConfig) -> LaunchPlan:
     """The launch plan of one resolved configuration, as `cutile_<op>_plan` computes it."""
     variant = binding.variant_for(resolved)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from nodes.host_builder.binding import bind_operator, launch_hints
+from nodes.host_builder.binding import bind_operator, facts_beyond_kernel, launch_hints
 from nodes.host_builder.launched_code import LaunchedCodeError, compile_as_launched
 from nodes.host_builder.rust_entry import parse_kernel_source
 from nodes.perf_investigator import (
@@ -523,6 +523,14 @@ def test_the_launcher_assumes_what_each_argument_divides_by() -> None:
     }
     odd = configs["ragged_f16"]  # M 129, N 781: nothing but the fresh allocations
     assert launch_hints(binding.variant_for(odd), odd) == {"x": 16, "y": 16}
+    # What the kernel states of them: the reference's facts (none on a 1000-wide row).
+    assert facts_beyond_kernel(binding, ragged) == {
+        "x_shape_1": (8, 1),
+        "x_stride_0": (8, 4),
+        "y_shape_1": (8, 1),
+        "y_stride_0": (8, 4),
+    }
+    assert facts_beyond_kernel(binding, odd) == {}
 
 
 def test_a_port_compiled_as_launched_is_not_the_proven_one_on_ragged_rows(
