@@ -10,7 +10,8 @@ makes a run keep what actually ran:
   `OUT/cubins/reference`;
 - the port: cutile-rs runs the `tileiras` that `CUTILE_TILEIRAS_PATH` names (read
   once per process), pointed at a script written to `OUT/cubins/tileiras` that runs
-  the real one and copies the cubin it wrote into `OUT/cubins/port`.
+  the real one and copies the cubin it wrote, and the bytecode it read, into
+  `OUT/cubins/port`.
 
 Both must be set before either JIT first compiles. The readers below take a result
 folder on any host; cubins are data there, never loaded.
@@ -56,6 +57,9 @@ def _recorder(real: Path, keep: Path) -> str:
         '  [ "$previous" = "-o" ] && out=$arg\n  previous=$arg\ndone\n'
         f'{shlex.quote(str(real))} "$@" || exit $?\n'
         f'if [ -n "$out" ]; then cp "$out" {shlex.quote(str(keep))}/; fi\n'
+        "# the bytecode it was given (the last argument), beside the cubin\n"
+        "for input; do :; done\n"
+        f'case "$input" in *.bc) cp "$input" {shlex.quote(str(keep))}/ ;; esac\n'
     )
 
 

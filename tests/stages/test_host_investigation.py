@@ -493,6 +493,11 @@ def test_a_recorded_compile_keeps_the_cubin_tileiras_wrote(
     subprocess.run(command, check=True, env=toolchain_env())
     (kept,) = kept_port_cubins(tmp_path)
     assert kept.read_bytes() == out.read_bytes()
+    assert [p.name for p in (folder / "port").glob("*.bc")] == []  # cutile-rs names it .bc
+    named = tmp_path / "scratch" / "3f.bc"
+    shutil.copyfile(bytecode, named)
+    subprocess.run([*command[:-1], str(named)], check=True, env=toolchain_env())
+    assert (folder / "port" / "3f.bc").read_bytes() == bytecode.read_bytes()
     assert port_cubins({kept: cuobjdump_sass(kept)}) == {"softmax_kernel_entry": [kept]}
     failing = [recorder, "--gpu-name", "sm_90", "-o", str(tmp_path / "x.cubin"), "missing.bc"]
     assert subprocess.run(failing, env=toolchain_env(), capture_output=True).returncode != 0
