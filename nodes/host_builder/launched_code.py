@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.host_builder.binding import bind_operator, launch_hints, plan_for
+from nodes.host_builder.binding import OperatorBinding, bind_operator, launch_hints, plan_for
 from nodes.host_builder.rust_entry import parse_kernel_source
 from nodes.host_builder.stage import kernel_source
 from schemas.export import RustExportRequest
 from schemas.kernel_writer import PortReport
-from schemas.port_spec import load_port_spec
+from schemas.port_spec import PortSpec, ResolvedConfig, load_port_spec
 from schemas.run_layout import RunLayout
 from toolchain.rust_export import RustExporter
 from toolchain.tools import tileiras
@@ -39,9 +39,19 @@ class LaunchedCompile:
     cubin: Path
 
 
-def compile_as_launched(run_dir: Path, config_id: str, target: str, work: Path) -> LaunchedCompile:
-    """Export and assemble configuration `config_id` of the run's port for `target`
-    (`sm_90`) with the launcher's hints; the cubin goes under `work`."""
+@dataclass(frozen=True)
+class RunPort:
+    """A conversion's port as its run directory holds it."""
+
+    spec: PortSpec
+    kernel: Path
+    binding: OperatorBinding
+
+    def configurations(self) -> list[ResolvedConfig]:
+        return [self.spec.resolve(config, purpose) for config, purpose in self.spec.all_configs()]
+
+
+def load_run_port(run_dir: Path) -> RunPort:
     layout = RunLayout(run_dir)
     report_path = layout.generated_dir / REPORT_FILE
     if not report_path.is_file():
@@ -51,30 +61,30 @@ def compile_as_launched(run_dir: Path, config_id: str, target: str, work: Path) 
     if not spec_path.is_file():  # a service run keeps its inputs in the run directory
         spec_path = run_dir / INPUT_DIR / spec_path.name
     spec = load_port_spec(spec_path)
-    resolved = next(
-        (
-            found
-            for config, purpose in spec.all_configs()
-            if (found := spec.resolve(config, purpose)).name == config_id
-        ),
-        None,
-    )
-    if resolved is None:
-        raise LaunchedCodeError(f"{spec_path.name}: no configuration {config_id!r}")
     kernel, entries = kernel_source(layout)
     binding = bind_operator(
-        spec,
-        spec_path,
-        parse_kernel_source(kernel),
-        "kernel",
-        entries.by_variant,
-        entries.literal,
+        spec, spec_path, parse_kernel_source(kernel), "kernel", entries.by_variant, entries.literal
     )
+    return RunPort(spec, kernel, binding)
+
+
+def compile_as_launched(
+    run_dir: Path, config_id: str, target: str, work: Path, *, as_launched: bool = True
+) -> LaunchedCompile:
+    """Export and assemble configuration `config_id` of the run's port for `target`
+    (`sm_90`) with the launcher's hints (without, `as_launched=False`: as the kernel
+    writer proved it); the cubin goes under `work`."""
+    port = load_run_port(run_dir)
+    resolved = next((r for r in port.configurations() if r.name == config_id), None)
+    if resolved is None:
+        raise LaunchedCodeError(f"{port.spec.name}: no configuration {config_id!r}")
+    kernel, binding = port.kernel, port.binding
     variant = binding.variant_for(resolved)
     generics = plan_for(binding, resolved).generic_texts
-    hints = launch_hints(variant, resolved)
+    hints = launch_hints(variant, resolved) if as_launched else {}
     work.mkdir(parents=True, exist_ok=True)
-    bytecode = work / f"{config_id}.{target}.launched.bytecode"
+    kind = "launched" if as_launched else "proven"
+    bytecode = work / f"{config_id}.{target}.{kind}.bytecode"
     exporter = RustExporter()
     try:
         response = exporter.export(
@@ -91,5 +101,5 @@ def compile_as_launched(run_dir: Path, config_id: str, target: str, work: Path) 
         exporter.close()
     if not response.ok:
         raise LaunchedCodeError(f"{variant.entry}: {response.error_kind}: {response.error}")
-    cubin = tileiras(bytecode, work / f"{config_id}.{target}.launched.cubin", target)
+    cubin = tileiras(bytecode, work / f"{config_id}.{target}.{kind}.cubin", target)
     return LaunchedCompile(variant.entry, generics, hints, cubin)
