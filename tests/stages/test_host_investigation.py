@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -567,3 +568,20 @@ def test_a_kept_cubin_the_launcher_compiled_names_its_specialisation(tmp_path: P
     # Without the conversion's run directory the gap is still named, less precisely.
     (plain,) = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
     assert plain.category == "runtime cubins"
+
+
+def test_the_launched_code_table_counts_ragged_rows(tmp_path: Path) -> None:
+    table = tmp_path / "launched.tsv"
+    command = [sys.executable, str(REPO_ROOT / "bench" / "launched_code.py")]
+    done = subprocess.run(
+        [*command, str(SOFTMAX_RUN), "--out", str(table)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        check=True,
+    )
+    rows = {r.split("\t")[1]: r.split("\t") for r in table.read_text().splitlines()[1:]}
+    assert rows["ragged_f32"][3] == "other" and "x_shape_1 8>1" in rows["ragged_f32"][2]
+    assert rows["ragged_f16"][2:4] == ["", "proven"]  # nothing beyond its facts
+    assert "configurations (1 of 1 kernels) run other code than proven" in done.stdout
