@@ -32,6 +32,7 @@ import re
 import statistics
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -41,7 +42,7 @@ from pydantic import ValidationError
 from nodes.host_builder.binding import BindingError
 from nodes.host_builder.launched_code import LaunchedCodeError, LaunchedCompile, compile_as_launched
 from nodes.host_builder.rust_entry import RustSourceError
-from schemas.gpu import GpuRunReport, HostOverhead
+from schemas.gpu import GpuRunReport, HostOverhead, PerfDetail
 from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
 from schemas.reports import (
@@ -819,6 +820,14 @@ def _symbol_difference(launched: str, proven: str) -> str:
     return f"{len(changed)} part(s) differ from part {start}: " + ", ".join(changed[:6])
 
 
+def outside_band(run: GpuRunReport) -> Iterator[tuple[PerfDetail, str]]:
+    """Each timed configuration outside its A/A band, with the label its findings start
+    with (the results book files them under it)."""
+    for detail in run.perf:
+        if detail.outside_aa_band:
+            yield detail, f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+
+
 REFERENCE_SPECIALISATION: Final = "reference specialisation"
 
 
@@ -832,10 +841,7 @@ def reference_specialisation(run: GpuRunReport, run_dir: Path) -> tuple[list[Per
     the launch, the placement)."""
     causes: list[PerfCause] = []
     notes: list[str] = []
-    for detail in run.perf:
-        if not detail.outside_aa_band:
-            continue
-        where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+    for detail, where in outside_band(run):
         proven = exported_entry(run_dir, detail.config_id)
         launched = detail.reference.kernels
         if not launched:
@@ -892,10 +898,7 @@ def runtime_cubins(
     causes: list[PerfCause] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tileport-cubins-") as scratch:
-        for detail in run.perf:
-            if not detail.outside_aa_band:
-                continue
-            where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+        for detail, where in outside_band(run):
             candidates = [c for k in detail.port.kernels for c in ports.get(k, [])]
             blob = next((references[k] for k in detail.reference.kernels if k in references), None)
             if not candidates or blob is None:
@@ -980,10 +983,7 @@ def launch_attributes(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
     clear the launch attributes of the gap."""
     causes: list[PerfCause] = []
     notes: list[str] = []
-    for detail in run.perf:
-        if not detail.outside_aa_band:
-            continue
-        where = f"{detail.config_id} (port/ref {detail.ratio:.4f})"
+    for detail, where in outside_band(run):
         port, reference = detail.port.launch, detail.reference.launch
         if not port or not reference:
             notes.append(f"{where}: the run kept no launch attributes; the launch is unchecked")
