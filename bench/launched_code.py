@@ -22,6 +22,7 @@ from nodes.host_builder.binding import BindingError, facts_beyond_kernel
 from nodes.host_builder.launched_code import LaunchedCodeError, compile_as_launched, load_run_port
 from nodes.host_builder.rust_entry import RustSourceError
 from tileir.sass import compare_cubins
+from toolchain.rust_export import RustExporter
 from toolchain.tools import ToolError
 
 COLUMNS = ("kernel", "config", "facts_beyond", "launched_code", "proven_sass", "launched_sass")
@@ -30,30 +31,31 @@ COLUMNS = ("kernel", "config", "facts_beyond", "launched_code", "proven_sass", "
 def rows_of(run_dir: Path, target: str, work: Path) -> list[tuple[str, ...]]:
     port = load_run_port(run_dir)
     rows: list[tuple[str, ...]] = []
-    for resolved in port.configurations():
-        try:
-            beyond = facts_beyond_kernel(port.binding, resolved)
-        except BindingError as exc:
-            rows.append((run_dir.name, resolved.name, "-", f"unbound: {exc}", "-", "-"))
-            continue
-        facts = ", ".join(f"{name} {hint}>{own}" for name, (hint, own) in beyond.items())
-        if not beyond:
-            rows.append((run_dir.name, resolved.name, "", "proven", "-", "-"))
-            continue
-        proven = compile_as_launched(run_dir, resolved.name, target, work, as_launched=False)
-        launched = compile_as_launched(run_dir, resolved.name, target, work)
-        found = compare_cubins(proven.cubin, launched.cubin, target)
-        verdict = "proven" if found.identical else "other"
-        rows.append(
-            (
-                run_dir.name,
-                resolved.name,
-                facts,
-                verdict,
-                str(found.reference_instructions),
-                str(found.generated_instructions),
+    with RustExporter() as exporter:
+        for resolved in port.configurations():
+            try:
+                beyond = facts_beyond_kernel(port.binding, resolved)
+            except BindingError as exc:
+                rows.append((run_dir.name, resolved.name, "-", f"unbound: {exc}", "-", "-"))
+                continue
+            if not beyond:
+                rows.append((run_dir.name, resolved.name, "", "proven", "-", "-"))
+                continue
+            proven, launched = (
+                compile_as_launched(port, resolved, target, work, exporter, as_launched=kind)
+                for kind in (False, True)
             )
-        )
+            found = compare_cubins(proven.cubin, launched.cubin, target)
+            rows.append(
+                (
+                    run_dir.name,
+                    resolved.name,
+                    ", ".join(f"{name} {hint}>{own}" for name, (hint, own) in beyond.items()),
+                    "proven" if found.identical else "other",
+                    str(found.reference_instructions),
+                    str(found.generated_instructions),
+                )
+            )
     return rows
 
 

@@ -33,6 +33,7 @@ import statistics
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -40,11 +41,18 @@ from typing import Final
 from pydantic import ValidationError
 
 from nodes.host_builder.binding import BindingError
-from nodes.host_builder.launched_code import LaunchedCodeError, LaunchedCompile, compile_as_launched
+from nodes.host_builder.launched_code import (
+    LaunchedCodeError,
+    LaunchedCompile,
+    RunPort,
+    compile_as_launched,
+    load_run_port,
+)
 from nodes.host_builder.rust_entry import RustSourceError
 from schemas.gpu import GpuRunReport, HostOverhead, PerfDetail
 from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
+from schemas.port_spec import PortSpecError
 from schemas.reports import (
     AnalysisReport,
     CauseSide,
@@ -69,9 +77,10 @@ from schemas.verdicts import (
     PerfVerdict,
     SamenessLevel,
 )
-from tileir.sass import compare_cubins
+from tileir.sass import compare_cubins, compare_listings
 from toolchain.jit_cubins import CUBINS_DIR, kept_port_cubins, port_cubins, reference_cubins
 from toolchain.llm import optional_commentary
+from toolchain.rust_export import RustExporter
 from toolchain.tools import ToolError, cuobjdump_sass
 
 UNIFORM_SPREAD: Final = 1.03
@@ -895,9 +904,11 @@ def runtime_cubins(
     listings = {cubin: cuobjdump_sass(cubin) for cubin in kept_port_cubins(folder)}
     ports = port_cubins(listings)
     target = f"sm_{(run.environment.compute_capability or '').replace('.', '')}"
+    port, unavailable = _run_port(run_dir)
     causes: list[PerfCause] = []
     notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tileport-cubins-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="tileport-cubins-") as scratch, ExitStack() as stack:
+        exporter: RustExporter | None = None
         for detail, where in outside_band(run):
             candidates = [c for k in detail.port.kernels for c in ports.get(k, [])]
             blob = next((references[k] for k in detail.reference.kernels if k in references), None)
@@ -907,10 +918,20 @@ def runtime_cubins(
                 continue
             reference = Path(scratch) / f"{detail.config_id}.reference.cubin"
             reference.write_bytes(blob)
-            launched = _launched(run_dir, detail.config_id, target, Path(scratch), notes, where)
-            rebuilt = [c for c in candidates if launched and _same_sass(launched.cubin, c)]
-            port = rebuilt[0] if rebuilt else _nearest(reference, candidates, target)
-            found = compare_cubins(reference, port, target)
+            launched: LaunchedCompile | None = None
+            if port is not None:
+                exporter = exporter or stack.enter_context(RustExporter())
+                try:
+                    resolved = port.configuration(detail.config_id)
+                    launched = compile_as_launched(port, resolved, target, Path(scratch), exporter)
+                except (LaunchedCodeError, BindingError, ToolError, OSError) as exc:
+                    unavailable = str(exc)
+            if launched is None and unavailable:
+                notes.append(
+                    f"{where}: the launcher's compile could not be rebuilt here: " + unavailable
+                )
+            chosen, rebuilt = _port_cubin(candidates, listings, reference, launched)
+            found = compare_cubins(reference, chosen, target)
             if found.identical:
                 notes.append(
                     f"{where}: the cubins both JITs compiled on the GPU host have identical "
@@ -936,24 +957,33 @@ def runtime_cubins(
     return causes, notes
 
 
-def _launched(
-    run_dir: Path | None, config_id: str, target: str, work: Path, notes: list[str], where: str
-) -> LaunchedCompile | None:
+def _port_cubin(
+    candidates: list[Path],
+    listings: dict[Path, str],
+    reference: Path,
+    launched: LaunchedCompile | None,
+) -> tuple[Path, bool]:
+    """The kept port cubin of one configuration, and whether it is the one rebuilt as
+    launched. The launcher compiles a cubin per specialisation of an entry: the one
+    the rebuild matches is this configuration's, else the one nearest the reference."""
+    if launched is not None:
+        rebuilt = cuobjdump_sass(launched.cubin)
+        for candidate in candidates:
+            if compare_listings(rebuilt, listings[candidate])[0]:
+                return candidate, True
+    listing = cuobjdump_sass(reference)
+    nearest = min(candidates, key=lambda c: compare_listings(listing, listings[c])[1])
+    return nearest, False
+
+
+def _run_port(run_dir: Path | None) -> tuple[RunPort | None, str]:
+    """The conversion's port, or why it cannot be read ('' without a run directory)."""
     if run_dir is None:
-        return None
+        return None, ""
     try:
-        return compile_as_launched(run_dir, config_id, target, work / "launched")
-    except (LaunchedCodeError, BindingError, RustSourceError, ToolError, OSError) as exc:
-        notes.append(f"{where}: the launcher's compile could not be rebuilt here: {exc}")
-        return None
-
-
-def _same_sass(first: Path, second: Path) -> bool:
-    return compare_cubins(first, second, "").identical
-
-
-def _nearest(reference: Path, candidates: list[Path], target: str) -> Path:
-    return min(candidates, key=lambda c: compare_cubins(reference, c, target).differing_lines)
+        return load_run_port(run_dir), ""
+    except (LaunchedCodeError, BindingError, RustSourceError, PortSpecError, OSError) as exc:
+        return None, str(exc)
 
 
 def _launcher_cause(where: str, found: SassComparison, launched: LaunchedCompile) -> PerfCause:

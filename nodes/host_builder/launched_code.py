@@ -34,7 +34,6 @@ class LaunchedCodeError(ValueError):
 @dataclass(frozen=True)
 class LaunchedCompile:
     entry: str
-    generics: tuple[str, ...]
     hints: dict[str, int]
     cubin: Path
 
@@ -49,6 +48,12 @@ class RunPort:
 
     def configurations(self) -> list[ResolvedConfig]:
         return [self.spec.resolve(config, purpose) for config, purpose in self.spec.all_configs()]
+
+    def configuration(self, config_id: str) -> ResolvedConfig:
+        found = next((r for r in self.configurations() if r.name == config_id), None)
+        if found is None:
+            raise LaunchedCodeError(f"{self.spec.name}: no configuration {config_id!r}")
+        return found
 
 
 def load_run_port(run_dir: Path) -> RunPort:
@@ -69,37 +74,32 @@ def load_run_port(run_dir: Path) -> RunPort:
 
 
 def compile_as_launched(
-    run_dir: Path, config_id: str, target: str, work: Path, *, as_launched: bool = True
+    port: RunPort,
+    resolved: ResolvedConfig,
+    target: str,
+    work: Path,
+    exporter: RustExporter,
+    *,
+    as_launched: bool = True,
 ) -> LaunchedCompile:
-    """Export and assemble configuration `config_id` of the run's port for `target`
-    (`sm_90`) with the launcher's hints (without, `as_launched=False`: as the kernel
-    writer proved it); the cubin goes under `work`."""
-    port = load_run_port(run_dir)
-    resolved = next((r for r in port.configurations() if r.name == config_id), None)
-    if resolved is None:
-        raise LaunchedCodeError(f"{port.spec.name}: no configuration {config_id!r}")
-    kernel, binding = port.kernel, port.binding
-    variant = binding.variant_for(resolved)
-    generics = plan_for(binding, resolved).generic_texts
+    """Export and assemble one configuration's entry for `target` (`sm_90`) with the
+    launcher's hints (without, `as_launched=False`: as the kernel writer proved it);
+    the cubin goes under `work`."""
+    variant = port.binding.variant_for(resolved)
     hints = launch_hints(variant, resolved) if as_launched else {}
     work.mkdir(parents=True, exist_ok=True)
-    kind = "launched" if as_launched else "proven"
-    bytecode = work / f"{config_id}.{target}.{kind}.bytecode"
-    exporter = RustExporter()
-    try:
-        response = exporter.export(
-            RustExportRequest(
-                source=str(kernel),
-                kernel=variant.entry,
-                generics=list(generics),
-                scalar_hints=hints,
-                target=target,
-                bytecode_out=str(bytecode),
-            )
+    stem = f"{resolved.name}.{target}.{'launched' if as_launched else 'proven'}"
+    bytecode = work / f"{stem}.bytecode"
+    response = exporter.export(
+        RustExportRequest(
+            source=str(port.kernel),
+            kernel=variant.entry,
+            generics=list(plan_for(port.binding, resolved).generic_texts),
+            scalar_hints=hints,
+            target=target,
+            bytecode_out=str(bytecode),
         )
-    finally:
-        exporter.close()
+    )
     if not response.ok:
         raise LaunchedCodeError(f"{variant.entry}: {response.error_kind}: {response.error}")
-    cubin = tileiras(bytecode, work / f"{config_id}.{target}.{kind}.cubin", target)
-    return LaunchedCompile(variant.entry, generics, hints, cubin)
+    return LaunchedCompile(variant.entry, hints, tileiras(bytecode, work / f"{stem}.cubin", target))

@@ -17,7 +17,7 @@ import pytest
 
 from app.cli import main
 from nodes.host_builder.binding import bind_operator, facts_beyond_kernel, launch_hints
-from nodes.host_builder.launched_code import LaunchedCodeError, compile_as_launched
+from nodes.host_builder.launched_code import LaunchedCodeError, compile_as_launched, load_run_port
 from nodes.host_builder.rust_entry import parse_kernel_source
 from nodes.perf_investigator import (
     HostInputError,
@@ -34,6 +34,7 @@ from schemas.verdicts import InvestigationVerdict
 from tileir.sass import compare_cubins
 from toolchain.env import REPO_ROOT, find_toolchain, toolchain_env
 from toolchain.jit_cubins import CUBINS_DIR, keep_compiles, kept_port_cubins, port_cubins
+from toolchain.rust_export import RustExporter
 from toolchain.tools import cuobjdump_sass
 
 RESULTS = Path(__file__).parent / "fixtures" / "gpu_runs"
@@ -542,19 +543,29 @@ def test_the_launcher_assumes_what_each_argument_divides_by() -> None:
 def test_a_port_compiled_as_launched_is_not_the_proven_one_on_ragged_rows(
     tmp_path: Path,
 ) -> None:
+    port = load_run_port(SOFTMAX_RUN)
     proven = CUBINS / "row__ragged_f32" / "reference.sm_90.cubin"
-    ragged = compile_as_launched(SOFTMAX_RUN, "ragged_f32", "sm_90", tmp_path)
+    with RustExporter() as exporter:
+        ragged = compile_as_launched(
+            port, port.configuration("ragged_f32"), "sm_90", tmp_path, exporter
+        )
+        square = compile_as_launched(
+            port, port.configuration("pow2_f16"), "sm_90", tmp_path, exporter
+        )
     assert ragged.hints["x_shape_1"] == 8
     assert not compare_cubins(proven, ragged.cubin, "sm_90").identical
-    square = compile_as_launched(SOFTMAX_RUN, "pow2_f16", "sm_90", tmp_path)
     pow2 = CUBINS / "row__pow2_f16" / "reference.sm_90.cubin"
     assert compare_cubins(pow2, square.cubin, "sm_90").identical  # nothing beyond its facts
     with pytest.raises(LaunchedCodeError, match="no configuration 'nope'"):
-        compile_as_launched(SOFTMAX_RUN, "nope", "sm_90", tmp_path)
+        port.configuration("nope")
 
 
 def test_a_kept_cubin_the_launcher_compiled_names_its_specialisation(tmp_path: Path) -> None:
-    launched = compile_as_launched(SOFTMAX_RUN, "ragged_f32", "sm_90", tmp_path / "rebuilt")
+    port = load_run_port(SOFTMAX_RUN)
+    with RustExporter() as exporter:
+        launched = compile_as_launched(
+            port, port.configuration("ragged_f32"), "sm_90", tmp_path / "rebuilt", exporter
+        )
     folder = _kept(tmp_path, launched.cubin)
     run = read_json(folder / "gpu_run.json")
     run["perf"][0]["config_id"] = "ragged_f32"
