@@ -787,7 +787,7 @@ def _generic_value(
     return value, str(value)
 
 
-INTEGER_TYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
+INTEGER_TYPES = frozenset(SAME_BITS) | frozenset(SAME_BITS.values())
 
 
 def launch_hints(variant: VariantBinding, resolved: ResolvedConfig) -> dict[str, int]:
