@@ -3,21 +3,21 @@
 The template (`templates/operator.rs.j2`) fixes the shape every launcher has;
 this module fills it: descriptor checks and dimension binding, per variant the
 dispatch condition, constants, dtype checks, assumed divisibilities, grid and
-generic arguments, and the launch of the variant's entry (one match arm per
-element-type combination when the entry is generic over element types). A
+generic arguments, and the launch of the variant's entry as the kernel writer
+proved it (`rt::ProvenEntry`: no launch-time divisibility hint of cutile-rs's
+launcher, docs/UPSTREAM_GAPS.md G17). A
 list of arrays is a `ListArg` (`rt::list_arg`): its elements are checked like
 arrays, and its table is written on the stream right before the launch.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from nodes.host_builder.abi import RUST_ELEMENT_TYPES, RUST_TYPE_PATHS, DType, camel, list_params
+from nodes.host_builder.abi import DType, camel, list_params
 from nodes.host_builder.binding import (
     ArrayBinding,
     BindingError,
@@ -292,50 +292,49 @@ class _Generator:
 
     # -- launch(): one arm per variant ---------------------------------------------------
 
+    def entry_statics(self) -> str:
+        """One `rt::ProvenEntry` per entry the variants launch."""
+        module = self.binding.rust_module_path.rsplit("::", 1)[-1]
+        statics: list[str] = []
+        for entry in dict.fromkeys(v.entry for v in self.binding.variants):
+            statics.append(
+                f"/// `{entry}`, compiled as the kernel writer proved it.\n"
+                f"static {_entry_static(entry)}: rt::ProvenEntry = rt::ProvenEntry::new(\n"
+                f"    kernel::__module_ast_self,\n"
+                f'    "{module}",\n'
+                f'    "{entry}",\n'
+                f"    kernel::_SOURCE_HASH,\n"
+                ");"
+            )
+        return "\n\n".join(statics)
+
     def launch_arm(self, variant: VariantBinding) -> str:
-        element_rules = [r for r in variant.generics if r.kind == "element"]
-        if not element_rules:
-            call = self._launch_call(variant, {})
-            return f"        {variant.index} => {{\n{_indent(call, 12)}\n        }}"
-        choices = [
-            [(rule, d) for d in variant.allowed_dtypes[rule.arrays[0]]] for rule in element_rules
+        """The variant's entry, launched with its parameters in order, each of its
+        Rust type (a pointer as its device address)."""
+        pushes = [
+            f".push_scalar_arg::<{_pushed_type(rust_type)}>({self._argument(source)})"
+            for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
         ]
-        scrutinee = ", ".join(f"args.{rule.arrays[0]}.dtype" for rule in element_rules)
-        arms: list[str] = []
-        for combination in itertools.product(*choices):
-            pattern = ", ".join(f"Dtype::{camel(d.name)}" for _, d in combination)
-            types = {rule.name: _rust_type(d) for rule, d in combination}
-            call = self._launch_call(variant, types)
-            arms.append(f"    ({pattern},) => {{\n{_indent(call, 8)}\n    }}")
-        arms.append(
-            '    _ => rt::fail(Status::UnsupportedDtype, "no entry for these element types"),'
+        chain = "\n".join(f"        {push}" for push in pushes)
+        body = (
+            "// SAFETY: the entry's parameters in order, each of its type; the descriptors\n"
+            "// passed every check and their memory is the caller's.\n"
+            "unsafe {\n"
+            f"    rt::launch_proven(&{_entry_static(variant.entry)}, &derived.generics, grid, "
+            "device, stream, |entry| {\n"
+            f"        entry\n{_indent(chain, 4)};\n"
+            "    })\n"
+            "}"
         )
-        body = f"match ({scrutinee},) {{\n" + "\n".join(arms) + "\n}"
         return f"        {variant.index} => {{\n{_indent(body, 12)}\n        }}"
 
-    def _launch_call(self, variant: VariantBinding, types: dict[str, str]) -> str:
-        arguments = [self._argument(source, types) for source in variant.params]
-        joined = ",\n".join(f"        {argument}" for argument in arguments)
-        return (
-            "// SAFETY: the descriptors passed every check; their memory is the caller's.\n"
-            "let op = unsafe {\n"
-            f"    kernel::{variant.entry}(\n{joined},\n    )\n"
-            "}\n"
-            ".grid(grid)\n"
-            ".generics(generics);\n"
-            "// SAFETY: forwarded from the caller.\n"
-            "unsafe { rt::launch(op, device, stream) }"
-        )
-
-    def _argument(self, source: ParamSource, types: dict[str, str]) -> str:
+    def _argument(self, source: ParamSource) -> str:
         if source.kind == "table":
-            return f"args.{source.array}.table.device_pointer::<i64>()"
+            return f"args.{source.array}.table.data"
         if source.kind == "length":
             return f"args.{source.array}.len_i32()"
         if source.kind == "pointer":
-            pointee = source.pointee or ""
-            element = types.get(pointee, RUST_TYPE_PATHS.get(pointee, pointee))
-            return f"args.{source.array}.device_pointer::<{element}>()"
+            return f"args.{source.array}.data"
         if source.kind == "shape":
             return f"args.{source.array}.shape_i32({source.dim})"
         if source.kind == "stride":
@@ -396,9 +395,13 @@ def _names(expected: str | int | None) -> set[str]:
     return names_in(expected) if isinstance(expected, str) else set()
 
 
-def _rust_type(dtype: DType) -> str:
-    name = RUST_ELEMENT_TYPES[dtype]
-    return RUST_TYPE_PATHS.get(name, name)
+def _entry_static(entry: str) -> str:
+    return entry.strip("_").upper()
+
+
+def _pushed_type(rust_type: str) -> str:
+    """A parameter's type as the launch passes it: a raw pointer is its device address."""
+    return "u64" if rust_type.startswith("*") else rust_type
 
 
 def _indent(text: str, spaces: int) -> str:
@@ -454,6 +457,7 @@ def generate_operator_rs(binding: OperatorBinding) -> str:
         check_lines=check_lines,
         derive_body=derive_body,
         launch_arms=launch_arms,
+        entry_statics=generator.entry_statics(),
         c_params=", ".join(c_params),
         c_params_sep=", " if c_params else "",
         call_args=", ".join(generator.call_args()),

@@ -58,7 +58,6 @@ from nodes.host_builder.binding import (
     BindingError,
     OperatorBinding,
     bind_operator,
-    divisibility,
     plan_for,
 )
 from nodes.host_builder.ffi_gen import TEMPLATES, generate_operator_rs
@@ -72,7 +71,7 @@ from schemas.gpu import (
     LibraryScalar,
     LiteralDispatch,
 )
-from schemas.port_spec import ITEMSIZE, load_port_spec
+from schemas.port_spec import ResolvedConfig, load_port_spec
 from toolchain.env import (
     KERNELS_RS,
     REPO_ROOT,
@@ -722,41 +721,16 @@ def pipeline_main_rs(bindings: list[OperatorBinding]) -> str:
     )
 
 
-def _launch_hints(binding: OperatorBinding, config_name: str) -> list[tuple[str, int]] | None:
-    """The scalar hints a launch of this test configuration gives the JIT (cutile derives
-    a divisibility for every pointer and integer parameter), or None when the port
-    has no entry for the configuration's dtypes."""
-    spec = load_port_spec(binding.spec_path)
-    config = next(c for c in spec.test_configs if c.name == config_name)
-    resolved = spec.resolve(config, "test")
+def _has_entry(binding: OperatorBinding, resolved: ResolvedConfig) -> bool:
+    """Whether the port has an entry for this configuration's variant and dtypes."""
     try:
         variant = binding.variant_for(resolved)
     except BindingError:
-        return None
-    for name, allowed in variant.allowed_dtypes.items():
-        if resolved.arrays[name].dtype not in {d.spec_name for d in allowed}:
-            return None
-    kernel = parse_kernel_source(binding.kernel_path).entry(variant.entry)
-    hints: list[tuple[str, int]] = []
-    for param, source in zip(kernel.params, variant.params, strict=True):
-        array = resolved.arrays.get(source.array or "")
-        if source.kind == "table":
-            # The table is a fresh allocation of its own: 256-byte aligned.
-            hints.append((param.name, divisibility(0)))
-        elif source.kind == "length" and array is not None and array.list_length is not None:
-            hints.append((param.name, divisibility(array.list_length)))
-        elif source.kind == "pointer" and array is not None:
-            # A fresh allocation is 256-byte aligned; a storage offset lowers that.
-            offset_bytes = array.storage_offset * ITEMSIZE[array.dtype]
-            hints.append((param.name, divisibility(offset_bytes)))
-        elif source.kind in ("shape", "stride") and array is not None and source.dim is not None:
-            values = array.shape if source.kind == "shape" else array.strides
-            hints.append((param.name, divisibility(values[source.dim])))
-        elif source.kind == "scalar" and source.scalar is not None:
-            value = resolved.scalars[source.scalar]
-            if isinstance(value, int):
-                hints.append((param.name, divisibility(value)))
-    return hints
+        return False
+    return all(
+        resolved.arrays[name].dtype in {d.spec_name for d in allowed}
+        for name, allowed in variant.allowed_dtypes.items()
+    )
 
 
 def pipeline_check_rs(binding: OperatorBinding) -> str:
@@ -765,17 +739,16 @@ def pipeline_check_rs(binding: OperatorBinding) -> str:
     cases: list[dict[str, str]] = []
     skipped: list[str] = []
     for config in spec.test_configs:
-        hints = _launch_hints(binding, config.name)
-        if hints is None:
+        resolved = spec.resolve(config, "test")
+        if not _has_entry(binding, resolved):
             skipped.append(config.name)
             continue
-        plan = plan_for(binding, spec.resolve(config, "test"))
+        plan = plan_for(binding, resolved)
         cases.append(
             {
                 "config": config.name,
                 "entry": binding.variants[plan.variant].entry,
                 "generics": ", ".join(f'"{text}"' for text in plan.generic_texts),
-                "hints": ", ".join(f'("{name}", {value})' for name, value in hints),
             }
         )
     return (

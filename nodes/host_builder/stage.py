@@ -36,7 +36,6 @@ from nodes.host_builder.binding import (
     BindingError,
     OperatorBinding,
     bind_operator,
-    facts_beyond_kernel,
 )
 from nodes.host_builder.library import (
     LibraryBuildError,
@@ -205,37 +204,7 @@ def _bind(
     missing = binding.unsupported_dtypes()
     if missing:
         progress.notes.append(f"dtypes the spec allows but the port does not take: {missing}")
-    beyond = _launcher_facts(spec, binding)
-    if beyond:
-        progress.notes.append(beyond)
     return binding
-
-
-def _launcher_facts(spec: PortSpec, binding: OperatorBinding) -> str:
-    """A note naming the configurations where cutile-rs's launcher will assume more of
-    an argument than the proven kernel states (G17), '' when there are none."""
-    found: dict[str, dict[str, tuple[int, int]]] = {}
-    configs = spec.all_configs()
-    for config, purpose in configs:
-        resolved = spec.resolve(config, purpose)
-        try:
-            beyond = facts_beyond_kernel(binding, resolved)
-        except BindingError:
-            continue  # the binding's own checks report a configuration no entry takes
-        if beyond:
-            found[resolved.name] = beyond
-    if not found:
-        return ""
-    name, first = next(iter(found.items()))
-    shown = ", ".join(
-        f"{p} {hint} where the kernel states {own}" for p, (hint, own) in first.items()
-    )
-    return (
-        f"at launch, cutile-rs assumes more of some arguments than the proven kernel states "
-        f"on {len(found)} of {len(configs)} configuration(s) (e.g. {name}: {shown}), so they "
-        "may run other code than the proven (docs/UPSTREAM_GAPS.md, G17); `gpu-run "
-        "--keep-cubins` and `tileport investigate --runs` show whether they do"
-    )
 
 
 def _build(progress: _Progress, workspace: LibraryCrate, operator: str) -> Path:

@@ -15,11 +15,12 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cutile::cuda_async::device_buffer::DevicePointer;
 use cutile::cuda_async::device_context::with_device;
-use cutile::cuda_async::device_operation::DeviceOp;
+use cutile::cuda_async::device_operation::{DeviceOp, ExecutionContext};
+use cutile::cuda_async::launch::AsyncKernelLaunchBuilder;
 use cutile::cuda_core::sys;
-use cutile::cuda_core::{Context, Stream};
+use cutile::cuda_core::{Context, Function, LaunchConfig, Stream};
+use cutile::tile_kernel::{compile_from_context, CompileOptions, ModuleAstFn};
 
 use super::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
 
@@ -257,15 +258,6 @@ impl TensorArg {
         let bytes = span.saturating_mul(self.dtype.itemsize());
         self.data
             .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX))
-    }
-
-    /// The address as the kernel's pointer argument.
-    ///
-    /// # Safety
-    /// The descriptor's address must hold elements of type `T` on the launch device.
-    pub unsafe fn device_pointer<T>(&self) -> DevicePointer<T> {
-        // SAFETY: forwarded from the caller; the pointer is only passed to the kernel.
-        unsafe { DevicePointer::from_cu_deviceptr(self.data) }
     }
 
     pub fn require_dim(&self, dim: usize, expected: i64, what: &str) -> AbiResult<()> {
@@ -776,7 +768,7 @@ pub fn to_i32(value: i64, what: &str) -> AbiResult<i32> {
 // --- generics, grid and plan -----------------------------------------------------------
 
 /// A generic argument of a kernel entry, as the launch passes it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Generic {
     Int(i64),
     Bool(bool),
@@ -1287,4 +1279,129 @@ pub unsafe fn launch<Op: DeviceOp>(op: Op, device: &Device, stream: *mut c_void)
         Ok(_) => Ok(()),
         Err(error) => fail(Status::Launch, format!("launch failed: {error}")),
     }
+}
+
+/// One entry of a port, launched as the kernel writer proved it.
+///
+/// cutile-rs's generated launcher compiles every launch with an `assume div_by`
+/// for each integer and pointer argument, as far as the argument's value allows
+/// (docs/UPSTREAM_GAPS.md, G17): facts the reference does not state, so other
+/// machine code than the code proven against it. A proven entry is compiled by
+/// cutile's own JIT and kernel cache with no such hint (the port states the
+/// reference's facts itself, through its generic arguments), once per device and
+/// generic arguments, and launched with its arguments in the entry's order.
+pub struct ProvenEntry {
+    module_ast: ModuleAstFn,
+    module: &'static str,
+    function: &'static str,
+    source_hash: &'static str,
+    compiled: Mutex<Vec<CompiledEntry>>,
+}
+
+struct CompiledEntry {
+    ordinal: usize,
+    generics: Vec<Generic>,
+    function: Arc<Function>,
+}
+
+impl ProvenEntry {
+    pub const fn new(
+        module_ast: ModuleAstFn,
+        module: &'static str,
+        function: &'static str,
+        source_hash: &'static str,
+    ) -> Self {
+        Self {
+            module_ast,
+            module,
+            function,
+            source_hash,
+            compiled: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The entry compiled for this device and these generic arguments: looked up by
+    /// value on a repeated call, compiled (through cutile's kernel cache) on the first.
+    fn function(
+        &self,
+        generics: &[Generic],
+        device: &Device,
+        stream: *mut c_void,
+    ) -> AbiResult<Arc<Function>> {
+        let mut compiled = self
+            .compiled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(found) = compiled
+            .iter()
+            .find(|entry| entry.ordinal == device.ordinal && entry.generics == generics)
+        {
+            return Ok(Arc::clone(&found.function));
+        }
+        let entry = format!("{}_entry", self.function);
+        let compile = compile_from_context(
+            &ExecutionContext::new(borrowed_stream(device, stream)),
+            self.module_ast,
+            self.module,
+            self.function,
+            &entry,
+            generic_strings(generics)?,
+            Vec::new(),
+            Vec::new(),
+            Vec::new(), // no launch-time hint: the compile the kernel writer proved
+            None,
+            CompileOptions::default(),
+            self.source_hash,
+        );
+        let (function, validator) = match compile {
+            Ok(compiled) => compiled,
+            Err(error) => {
+                return fail(
+                    Status::Launch,
+                    format!("compiling `{entry}` failed: {error}"),
+                )
+            }
+        };
+        if !validator.launch_checks.is_empty() {
+            // Checks hoisted out of the kernel need the launcher's tensor extents; a
+            // port takes raw pointers and scalars only, so this is not one of ours.
+            return fail(
+                Status::Launch,
+                format!("`{entry}` needs launch-time checks this launcher cannot run"),
+            );
+        }
+        compiled.push(CompiledEntry {
+            ordinal: device.ordinal,
+            generics: generics.to_vec(),
+            function: Arc::clone(&function),
+        });
+        Ok(function)
+    }
+}
+
+/// Enqueues `entry` on the caller's stream with the arguments `push` appends in the
+/// entry's parameter order, and returns without waiting.
+///
+/// # Safety
+/// `push` must append exactly the entry's parameters, each of its type; the
+/// pointers must be device memory of `device` that stays valid until the kernel
+/// has run on `stream`.
+pub unsafe fn launch_proven(
+    entry: &ProvenEntry,
+    generics: &[Generic],
+    grid: (u32, u32, u32),
+    device: &Device,
+    stream: *mut c_void,
+    push: impl FnOnce(&mut AsyncKernelLaunchBuilder<'static>),
+) -> AbiResult<()> {
+    let mut builder = AsyncKernelLaunchBuilder::new(entry.function(generics, device, stream)?);
+    push(&mut builder);
+    let config = LaunchConfig {
+        grid_dim: grid,
+        block_dim: (1, 1, 1), // a tile kernel's threads are its cubin's own, as cutile launches it
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the arguments are the entry's own (forwarded from the caller) and the
+    // function was loaded for the stream's device; the caller keeps the memory alive.
+    unsafe { launch(builder.finalize_unchecked(config), device, stream) }
 }

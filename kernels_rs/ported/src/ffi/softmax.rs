@@ -7,8 +7,6 @@
 
 use std::ffi::c_void;
 
-use cutile::tile_kernel::TileKernel;
-
 use super::abi::{Dtype, Plan, Status, Tensor};
 use super::runtime::{self as rt, AbiResult, Generic, TensorArg};
 use crate::ffi::kernels::softmax::softmax_port as kernel;
@@ -20,6 +18,14 @@ struct Args {
     d_m: i64,
     d_n: i64,
 }
+
+/// `softmax_kernel`, compiled as the kernel writer proved it.
+static SOFTMAX_KERNEL: rt::ProvenEntry = rt::ProvenEntry::new(
+    kernel::__module_ast_self,
+    "softmax_port",
+    "softmax_kernel",
+    kernel::_SOURCE_HASH,
+);
 
 /// What the launch does: the variant, its grid and its generic arguments.
 struct Derived {
@@ -87,74 +93,31 @@ unsafe fn launch(
     let Some(grid) = rt::launch_grid(derived.grid)? else {
         return Ok(());
     };
-    let generics = rt::generic_strings(&derived.generics)?;
     match derived.variant {
         0 => {
-            match (args.x.dtype,) {
-                (Dtype::Float16,) => {
-                    // SAFETY: the descriptors passed every check; their memory is the caller's.
-                    let op = unsafe {
-                        kernel::softmax_kernel(
-                            args.x.device_pointer::<cutile::half::f16>(),
-                            args.x.shape_i32(0),
-                            args.x.shape_i32(1),
-                            args.x.stride_i32(0),
-                            args.x.stride_i32(1),
-                            args.y.device_pointer::<cutile::half::f16>(),
-                            args.y.shape_i32(0),
-                            args.y.shape_i32(1),
-                            args.y.stride_i32(0),
-                            args.y.stride_i32(1),
-                        )
-                    }
-                    .grid(grid)
-                    .generics(generics);
-                    // SAFETY: forwarded from the caller.
-                    unsafe { rt::launch(op, device, stream) }
-                }
-                (Dtype::Bfloat16,) => {
-                    // SAFETY: the descriptors passed every check; their memory is the caller's.
-                    let op = unsafe {
-                        kernel::softmax_kernel(
-                            args.x.device_pointer::<cutile::half::bf16>(),
-                            args.x.shape_i32(0),
-                            args.x.shape_i32(1),
-                            args.x.stride_i32(0),
-                            args.x.stride_i32(1),
-                            args.y.device_pointer::<cutile::half::bf16>(),
-                            args.y.shape_i32(0),
-                            args.y.shape_i32(1),
-                            args.y.stride_i32(0),
-                            args.y.stride_i32(1),
-                        )
-                    }
-                    .grid(grid)
-                    .generics(generics);
-                    // SAFETY: forwarded from the caller.
-                    unsafe { rt::launch(op, device, stream) }
-                }
-                (Dtype::Float32,) => {
-                    // SAFETY: the descriptors passed every check; their memory is the caller's.
-                    let op = unsafe {
-                        kernel::softmax_kernel(
-                            args.x.device_pointer::<f32>(),
-                            args.x.shape_i32(0),
-                            args.x.shape_i32(1),
-                            args.x.stride_i32(0),
-                            args.x.stride_i32(1),
-                            args.y.device_pointer::<f32>(),
-                            args.y.shape_i32(0),
-                            args.y.shape_i32(1),
-                            args.y.stride_i32(0),
-                            args.y.stride_i32(1),
-                        )
-                    }
-                    .grid(grid)
-                    .generics(generics);
-                    // SAFETY: forwarded from the caller.
-                    unsafe { rt::launch(op, device, stream) }
-                }
-                _ => rt::fail(Status::UnsupportedDtype, "no entry for these element types"),
+            // SAFETY: the entry's parameters in order, each of its type; the descriptors
+            // passed every check and their memory is the caller's.
+            unsafe {
+                rt::launch_proven(
+                    &SOFTMAX_KERNEL,
+                    &derived.generics,
+                    grid,
+                    device,
+                    stream,
+                    |entry| {
+                        entry
+                            .push_scalar_arg::<u64>(args.x.data)
+                            .push_scalar_arg::<i32>(args.x.shape_i32(0))
+                            .push_scalar_arg::<i32>(args.x.shape_i32(1))
+                            .push_scalar_arg::<i32>(args.x.stride_i32(0))
+                            .push_scalar_arg::<i32>(args.x.stride_i32(1))
+                            .push_scalar_arg::<u64>(args.y.data)
+                            .push_scalar_arg::<i32>(args.y.shape_i32(0))
+                            .push_scalar_arg::<i32>(args.y.shape_i32(1))
+                            .push_scalar_arg::<i32>(args.y.stride_i32(0))
+                            .push_scalar_arg::<i32>(args.y.stride_i32(1));
+                    },
+                )
             }
         }
         other => rt::fail(Status::Panic, format!("unknown variant {other}")),
