@@ -388,6 +388,10 @@ class GpuRunReport(_Strict):
     notes: list[str] = Field(default_factory=list, description="Phases that failed, and why.")
     geomean_line: str = ""
     elapsed_s: float = Field(ge=0)
+    phase_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Wall seconds of each phase (correctness, perf, host), where GPU time went.",
+    )
     bundle_sha256: str | None = Field(
         None,
         pattern=r"^[0-9a-f]{64}$",

@@ -810,7 +810,8 @@ def gpu_outcome(
     to `checkpoint` before the host cost is measured: capturing a launch into a CUDA
     graph can break the CUDA context past recovery (the process aborts), and what the
     device-time phases found must survive that."""
-    results = run_correctness(ctx)
+    phases = PhaseClock(ctx.operator)
+    results = phases.time("correctness", lambda: run_correctness(ctx))
     cases = [r.case for r in results]
     failed = sorted({c.config_id for c in cases if not c.passed})
     all_pass = bool(cases) and not failed
@@ -831,7 +832,11 @@ def gpu_outcome(
     timed = [r for r in timed_configs(ctx.spec, ctx.bundle.manifest) if r.name not in failed]
     measured = PerfOutcome()
     if all_pass or perf_anyway:
-        measured = _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
+
+        def timed_perf() -> PerfOutcome:
+            return _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
+
+        measured = phases.time("perf", timed_perf)
     perf = _perf_report(ctx, measured, all_pass)
 
     def run_report(notes: list[str]) -> GpuRunReport:
@@ -852,15 +857,38 @@ def gpu_outcome(
             notes=notes,
             geomean_line=geomean_line(geomean_ratio(measured.rows), len(measured.rows)),
             elapsed_s=time.monotonic() - started,
+            phase_s=dict(phases.seconds),
         )
 
     if measured.details:
         checkpoint(RunOutcome(correctness, perf, run_report([*ctx.notes, HOST_PENDING_NOTE])))
         first = next(r for r in timed if r.name == measured.details[0].config_id)
         none: list[HostOverhead] = []
-        found = _guarded(ctx, "the host cost per call", lambda: [_host_overhead(ctx, first)], none)
+        found = phases.time(
+            "host",
+            lambda: _guarded(
+                ctx, "the host cost per call", lambda: [_host_overhead(ctx, first)], none
+            ),
+        )
         measured.overhead.extend(found)
     return RunOutcome(correctness, perf, run_report(ctx.notes))
+
+
+class PhaseClock:
+    """Wall seconds per phase of a run, each printed as it ends (a long run shows
+    its progress, and the reports say where the GPU time went)."""
+
+    def __init__(self, operator: str) -> None:
+        self.operator = operator
+        self.seconds: dict[str, float] = {}
+
+    def time(self, phase: str, run: Callable[[], T]) -> T:
+        started = time.monotonic()
+        try:
+            return run()
+        finally:
+            self.seconds[phase] = round(time.monotonic() - started, 2)
+            print(f"{self.operator}: {phase} took {self.seconds[phase]:.1f} s", flush=True)
 
 
 def _guarded(ctx: GpuContext, what: str, run: Callable[[], T], fallback: T) -> T:
