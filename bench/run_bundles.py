@@ -4,9 +4,9 @@
     python3 bench/run_bundles.py BUNDLE... --out DIR [--deadline-s 540] [--limit-s 240]
                                  [--warm-jobs 8]
 
-First, with --warm-jobs N, every bundle not yet run warms its references
-(`run.py --warm-only`), N at a time: cuTile Python's JIT compiles each
-specialisation on the CPU into its disk cache. Then each bundle runs as
+First, with --warm-jobs N, every bundle not yet run warms its reference and its
+port (`run.py --warm-only`), N at a time: both JITs compile each specialisation
+on the CPU into their disk caches. Then each bundle runs as
 `python3 BUNDLE/run.py --out DIR/<name>` (name: the bundle's operator), alone on
 the GPU so no run disturbs another's timing, under its own time limit; a bundle
 is not started once the deadline leaves less than its limit. A bundle started

@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -1063,6 +1064,10 @@ def run_bundle(
     if keep_cubins:  # before either JIT compiles
         keep_compiles(out)
     environment, context = probe_environment(bundle)
+    if context is not None and not keep_cubins:  # kept cubins need tileiras to run
+        _guarded(
+            context, "the disk cache of compiled kernels", context.library.enable_disk_cache, None
+        )
     digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
 
     def write(outcome: RunOutcome) -> None:
@@ -1078,29 +1083,33 @@ def run_bundle(
 
 
 def warm_references(root: Path) -> int:
-    """Launches the cuTile Python kernel once per configuration and writes nothing:
-    its JIT compiles each specialisation into cuTile Python's disk cache, so that a
-    later run of the bundle on this host times without compiling. Several bundles
-    can warm at once (the compiles run on the CPU); they must not while one is timed."""
+    """Launches the cuTile Python kernel and the port once per configuration and writes
+    nothing: each JIT compiles every specialisation into its disk cache (cuTile
+    Python's own; cutile's per-user cache, `enable_disk_cache`), so that a later run
+    of the bundle on this host times without compiling. Several bundles can warm at
+    once (the compiles run on the CPU); they must not while one is timed."""
     bundle = load_bundle(root)
     environment, ctx = probe_environment(bundle)
     if ctx is None:
         print(f"gpu-run: no usable GPU to warm on ({', '.join(environment.missing)})")
         return EXIT_BLOCKED
+    ctx.library.enable_disk_cache()
     failures = 0
     for config, purpose in ctx.spec.all_configs():
         resolved = ctx.spec.resolve(config, purpose)
         started = time.monotonic()
-        try:
-            arrays = make_arrays(
-                ctx.torch, ctx.spec, resolved, bundle.manifest.seeds[0], ctx.device
-            )
-            launch_reference_kernel(ctx, resolved, arrays)
-            ctx.torch.cuda.synchronize()
-        except Exception as exc:  # the timed run meets it again and reports it
-            failures += 1
-            print(f"{resolved.name}: {type(exc).__name__}: {exc}")
-            continue
+        arrays = make_arrays(ctx.torch, ctx.spec, resolved, bundle.manifest.seeds[0], ctx.device)
+        launches: dict[str, Callable[[], None]] = {
+            "reference": partial(launch_reference_kernel, ctx, resolved, arrays),
+            "port": partial(launch_port, ctx, arrays, resolved),
+        }
+        for side, launch in launches.items():
+            try:
+                launch()
+                ctx.torch.cuda.synchronize()
+            except Exception as exc:  # the timed run meets it again and reports it
+                failures += 1
+                print(f"{resolved.name} ({side}): {type(exc).__name__}: {exc}")
         print(f"{resolved.name}: {time.monotonic() - started:.1f} s")
     return EXIT_FAILED if failures else EXIT_ALL_PASS
 

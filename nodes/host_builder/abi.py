@@ -219,6 +219,7 @@ LIBRARY_FUNCTIONS: Final = (
     "const char *tileport_cdef(void);",
     "size_t tileport_last_error(char *buffer, size_t capacity);",
     "int32_t tileport_selftest_panic(void);",
+    "int32_t tileport_enable_disk_cache(void);",
 )
 
 

@@ -8,6 +8,7 @@ that reaches the device check, and it must say DEVICE, not crash.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -205,6 +206,21 @@ def test_null_plan_pointer_is_refused(library: Any) -> None:
 def test_a_panic_never_crosses_the_boundary(library: Any) -> None:
     assert library.lib.tileport_selftest_panic() == Status.PANIC
     assert "deliberate panic" in library.last_error()
+
+
+def test_the_disk_cache_of_compiled_kernels_is_per_user(
+    library: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off until asked; asked without a per-user cache directory it refuses (never a
+    shared temporary one); with one it makes it private to the user."""
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert library.lib.tileport_enable_disk_cache() == Status.LAUNCH
+    assert "no per-user cache directory" in library.last_error()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    library.enable_disk_cache()
+    kernels = tmp_path / "cutile" / "kernels"
+    assert kernels.is_dir() and kernels.stat().st_mode & 0o777 == 0o700
 
 
 def test_last_error_is_truncated_safely(library: Any) -> None:

@@ -80,6 +80,7 @@ int64_t tileport_abi_query(int32_t key);
 const char *tileport_cdef(void);
 size_t tileport_last_error(char *buffer, size_t capacity);
 int32_t tileport_selftest_panic(void);
+int32_t tileport_enable_disk_cache(void);
 
 int32_t cutile_softmax(const tileport_tensor_t *x, const tileport_tensor_t *y, void *stream);
 int32_t cutile_softmax_plan(
@@ -90,7 +91,7 @@ int32_t cutile_softmax_plan(
 );
 """
 
-FINGERPRINT = 0x5112FFB74F7D55F3
+FINGERPRINT = 0x8BB0468DFBAF241F
 ABI_VERSION = 1
 MAX_RANK = 8
 LIBRARY_FILE = "libtileport_kernels.so"
@@ -457,6 +458,14 @@ class Library:
                 f"{self.path} was built from another cdef (fingerprint {built:#x}, "
                 f"this wrapper {FINGERPRINT:#x}): rebuild the library or regenerate the wrapper"
             )
+
+    def enable_disk_cache(self) -> None:
+        """Keeps the kernels this process compiles in cutile's per-user disk cache and
+        reads them from there first (a later process of this library on this host
+        compiles nothing it already has)."""
+        status = int(self.lib.tileport_enable_disk_cache())
+        if status:
+            self.raise_for(status)
 
     def last_error(self) -> str:
         length = int(self.lib.tileport_last_error(self.ffi.NULL, 0))

@@ -63,6 +63,7 @@ int64_t tileport_abi_query(int32_t key);
 const char *tileport_cdef(void);
 size_t tileport_last_error(char *buffer, size_t capacity);
 int32_t tileport_selftest_panic(void);
+int32_t tileport_enable_disk_cache(void);
 
 int32_t cutile_softmax(const tileport_tensor_t *x, const tileport_tensor_t *y, void *stream);
 int32_t cutile_softmax_plan(
@@ -74,7 +75,7 @@ int32_t cutile_softmax_plan(
 "#;
 
 /// The fingerprint of CDEF; the Python wrapper refuses a library whose differs.
-pub const FINGERPRINT: u64 = 0x5112ffb74f7d55f3;
+pub const FINGERPRINT: u64 = 0x8bb0468dfbaf241f;
 
 /// The fingerprint of the cdef this library was generated from.
 #[no_mangle]

@@ -106,6 +106,23 @@ pub extern "C" fn tileport_selftest_panic() -> i32 {
     })
 }
 
+/// Keeps every kernel this process compiles from now on in cutile's per-user disk
+/// cache (`~/.cache/cutile/kernels`, a `0700` directory; content-addressed by the
+/// Tile IR bytecode, the target and tileiras), and looks there before compiling.
+/// Off unless called: a GPU host that runs many processes of one library (a warm
+/// pass, then the timed run) compiles each entry once.
+#[no_mangle]
+pub extern "C" fn tileport_enable_disk_cache() -> i32 {
+    guard("tileport_enable_disk_cache", || {
+        cutile::jit_cache::enable_default().or_else(|error| {
+            fail(
+                Status::Launch,
+                format!("no per-user cache directory for compiled kernels: {error}"),
+            )
+        })
+    })
+}
+
 // --- descriptors --------------------------------------------------------------------
 
 /// One checked array argument: a descriptor whose dtype is known, whose rank is
