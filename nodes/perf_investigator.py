@@ -599,13 +599,11 @@ def _launcher_residual(
             category="launcher residual",
             evidence=f"{where}: the bare cffi call with prepared arguments costs {_us(cffi)}, "
             f"ct.launch {_us(launch)}: {_us(residual)} per call in the launcher itself, with "
-            f"Python out of the way{part} the launcher's Rust-side cost in cutile's launch "
-            "path (generic strings, key lookup)",
+            f"Python out of the way{part} the launcher's Rust-side cost per call (descriptor "
+            "checks, the device check, the compiled entry's lookup, cutile's launch packet)",
             fix=f"profile a loop of bare `cutile_{operator}` calls with prepared arguments "
             "(perf record -g, or a CUPTI trace with host timestamps) and move per-call "
-            "Rust-side work out of the warm path: build the generic-argument strings and the "
-            "launch key once per specialisation and look the compiled function up without "
-            "formatting",
+            "Rust-side work out of the warm path",
         ),
         f"launcher residual {_us(residual)}",
     )
