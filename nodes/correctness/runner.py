@@ -628,11 +628,14 @@ def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
     timer.start()
     measured: list[tuple[ResolvedConfig, list[Contender], int, SamplingDecision]] = []
     for resolved in configs:
+        started = time.monotonic()
         arrays = make_arrays(torch, ctx.spec, resolved, manifest.seeds[0], ctx.device)
         contenders = timed_contenders(ctx, resolved, arrays)
         rounds, decision = measure_config(
             torch, timer, resolved.name, contenders, flush, policy, manifest.perf_warmup
         )
+        seconds = time.monotonic() - started
+        print(f"{ctx.operator}: {resolved.name}: {rounds} rounds in {seconds:.1f} s", flush=True)
         if decision.cap_hit:
             widths = ", ".join(f"{k} ±{v * 100:.2f} %" for k, v in decision.half_widths.items())
             ctx.notes.append(f"{resolved.name}: stopped at the cap of {rounds} rounds ({widths})")
