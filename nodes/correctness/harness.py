@@ -5,8 +5,9 @@ are drawn fresh per seed as the spec's `init` says; every output is poisoned
 (NaN for floats, the dtype's maximum for integers) before a launch, so an
 element the kernel never writes shows up as non-finite or wrong. Arrays with
 explicit strides or storage offsets are views into a larger allocation, as a
-sliced tensor would be. A list of arrays (an input) is a Python list of
-`list_length` such tensors, each drawn on its own.
+sliced tensor would be. A list of arrays is a Python list of `list_length`
+such tensors: an input's each drawn on its own, an output's each poisoned, and
+compared element by element.
 """
 
 from __future__ import annotations
@@ -156,26 +157,21 @@ def make_arrays(
     port_outputs: dict[str, Any] = {}
     kernel_outputs: dict[str, Any] = {}
     for name, array in resolved.arrays.items():
-        if array.list_length is not None:
-            inputs[name] = _input_list(torch, spec, name, array, env, generator, device)
-            continue
         if array.role == "out":
             for side in (port_outputs, kernel_outputs):
-                side[name] = _strided(torch, array, device)
-                poison(torch, side[name])
+                side[name] = _tensors(torch, spec, name, array, env, generator, device, True)
             continue
-        tensor = _strided(torch, array, device)
-        _fill(torch, tensor, spec, name, array.dtype, env, generator)
+        drawn = _tensors(torch, spec, name, array, env, generator, device, False)
         if array.role == "inout":
-            port_outputs[name] = tensor
-            kernel_outputs[name] = tensor.clone()
-            inputs[name] = tensor.clone()  # the reference reads the original values
+            port_outputs[name] = drawn
+            kernel_outputs[name] = _cloned(drawn)
+            inputs[name] = _cloned(drawn)  # the reference reads the original values
         else:
-            inputs[name] = tensor
+            inputs[name] = drawn
     return CaseArrays(inputs, port_outputs, kernel_outputs, dict(resolved.scalars))
 
 
-def _input_list(
+def _tensors(
     torch: Any,
     spec: PortSpec,
     name: str,
@@ -183,16 +179,23 @@ def _input_list(
     env: dict[str, Any],
     generator: Any,
     device: Any,
-) -> list[Any]:
-    """A list of arrays: `list_length` tensors of the element's shape, each drawn apart."""
-    if array.role != "in":
-        raise ValueError(f"list {name!r} is an {array.role} parameter: only input lists run here")
+    poisoned: bool,
+) -> Any:
+    """The array's tensor, or a list's `list_length` of them, each poisoned (an output)
+    or drawn on its own as the spec's `init` says."""
     elements = []
-    for _ in range(array.list_length or 0):
+    for _ in range(1 if array.list_length is None else array.list_length):
         tensor = _strided(torch, array, device)
-        _fill(torch, tensor, spec, name, array.dtype, env, generator)
+        if poisoned:
+            poison(torch, tensor)
+        else:
+            _fill(torch, tensor, spec, name, array.dtype, env, generator)
         elements.append(tensor)
-    return elements
+    return elements if array.list_length is not None else elements[0]
+
+
+def _cloned(value: Any) -> Any:
+    return [t.clone() for t in value] if isinstance(value, list) else value.clone()
 
 
 def is_ragged(resolved: ResolvedConfig) -> bool:
@@ -214,7 +217,9 @@ def compare(torch: Any, name: str, out: Any, expected: Any, atol: float, rtol: f
     float64. Where it is not (an element neither kernel writes stays the NaN it was
     poisoned with; an overflow), the output must be the same non-finite value: a
     finite output there, or a non-finite one where the reference is finite, fails
-    whatever the tolerance."""
+    whatever the tolerance. A list of arrays is compared element by element."""
+    if isinstance(out, list | tuple):
+        return _compare_list(torch, name, out, expected, atol, rtol)
     got = out.detach().to(torch.float64)
     want = expected.detach().to(torch.float64).expand_as(got)
     finite_want = torch.isfinite(want)
@@ -233,6 +238,34 @@ def compare(torch: Any, name: str, out: Any, expected: Any, atol: float, rtol: f
         count = int(disagree.sum())
         message += f", {count} element(s) finite on one side only (unwritten or overflowed)"
     return Comparison(within, max_abs, max_rel, nonfinite, message)
+
+
+def _compare_list(
+    torch: Any, name: str, out: Any, expected: Any, atol: float, rtol: float
+) -> Comparison:
+    if not isinstance(expected, list | tuple) or len(expected) != len(out):
+        found = len(expected) if isinstance(expected, list | tuple) else "not a list"
+        message = f"{name}: {len(out)} arrays, the reference's {found}"
+        return Comparison(False, math.inf, math.inf, False, message)
+    parts = [
+        compare(torch, f"{name}[{index}]", got, want, atol, rtol)
+        for index, (got, want) in enumerate(zip(out, expected, strict=True))
+    ]
+    failing = [part.message for part in parts if not part.passed]
+    max_abs = max((part.max_abs for part in parts), default=0.0)
+    max_rel = max((part.max_rel for part in parts), default=0.0)
+    message = (
+        "; ".join(failing)
+        if failing
+        else (f"{name} ({len(parts)} arrays): max abs {max_abs:.3e}, max rel {max_rel:.3e}")
+    )
+    return Comparison(
+        passed=not failing,
+        max_abs=max_abs,
+        max_rel=max_rel,
+        nonfinite=any(part.nonfinite for part in parts),
+        message=message,
+    )
 
 
 def expected_outputs(result: Any, outputs: list[str]) -> dict[str, Any]:

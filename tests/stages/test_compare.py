@@ -1,14 +1,19 @@
 """The correctness comparison (`nodes.correctness.harness.compare`) on the cases the
 H200 runs met: elements neither kernel writes stay the NaN both outputs were
-poisoned with, and a NaN or a finite value on one side only still fails.
+poisoned with, and a NaN or a finite value on one side only still fails; a list
+of arrays (an output list, TileGym's group GEMM) is made and compared element by
+element.
 
 torch is not installed on the build machine; the GPU host runs these (CPU tensors)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from nodes.correctness.harness import compare
+from nodes.correctness.harness import compare, make_arrays
+from schemas.port_spec import load_port_spec
 
 torch = pytest.importorskip("torch", reason="torch is not installed here (the GPU host has it)")
 NAN = float("nan")
@@ -47,3 +52,35 @@ def test_a_finite_error_is_judged_by_the_tolerance_only_where_both_are_finite() 
     passed, _, message = _compare([1.0, NAN, 3.5], [1.0, NAN, 3.0])
     assert not passed
     assert message.startswith("y: max abs 5.000e-01")
+
+
+def test_a_list_is_compared_element_by_element() -> None:
+    want = [torch.tensor([1.0, 2.0]), torch.tensor([3.0])]
+    same = compare(torch, "Cs", [t.clone() for t in want], want, atol=1e-6, rtol=1e-6)
+    assert same.passed and same.message == "Cs (2 arrays): max abs 0.000e+00, max rel 0.000e+00"
+    off = compare(torch, "Cs", [want[0].clone(), torch.tensor([NAN])], want, 1e-6, 1e-6)
+    assert not off.passed and off.nonfinite and off.message.startswith("Cs[1]:")
+    short = compare(torch, "Cs", [want[0].clone()], want, 1e-6, 1e-6)
+    assert not short.passed and short.message == "Cs: 1 arrays, the reference's 2"
+
+
+def test_an_output_list_is_poisoned_per_side(tmp_path: Path) -> None:
+    """The list spec of the host tests with its list made the output: each side gets
+    its own `list_length` tensors, every element poisoned; the inputs are drawn."""
+    source = Path(__file__).parents[1] / "host" / "data" / "pick_rows.port.yaml"
+    text = source.read_text(encoding="utf-8").replace(
+        "role: in, list_length", "role: out, list_length"
+    )
+    spec_path = tmp_path / source.name
+    spec_path.write_text(
+        text.replace("source: pick_rows.py", f"source: {source.parent}/pick_rows.py")
+    )
+    spec = load_port_spec(spec_path)
+    config, purpose = spec.all_configs()[0]
+    resolved = spec.resolve(config, purpose)
+    arrays = make_arrays(torch, spec, resolved, seed=0, device="cpu")
+    port, kernel = arrays.port_outputs["tables"], arrays.kernel_outputs["tables"]
+    assert isinstance(port, list) and len(port) == resolved.arrays["tables"].list_length
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(port, kernel, strict=True))
+    assert all(bool(t.isnan().all()) for t in port + kernel)
+    assert "tables" not in arrays.inputs
