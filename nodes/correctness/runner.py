@@ -798,6 +798,10 @@ def blocked_outcome(
     return RunOutcome(correctness, perf, run)
 
 
+PERF_PENDING_NOTE = (
+    "device time: not measured (the run ended while timing it: its time limit, or a crash); "
+    "correctness above is complete"
+)
 HOST_PENDING_NOTE = (
     "host cost per call: not measured (the run ended while measuring it; a CUDA graph "
     "capture that breaks the context ends the process)"
@@ -811,9 +815,10 @@ def gpu_outcome(
     checkpoint: Callable[[RunOutcome], None] = lambda _: None,
 ) -> RunOutcome:
     """Correctness, then device time, then host cost per call. The reports are handed
-    to `checkpoint` before the host cost is measured: capturing a launch into a CUDA
-    graph can break the CUDA context past recovery (the process aborts), and what the
-    device-time phases found must survive that."""
+    to `checkpoint` before each later phase: a run stopped at its time limit while
+    timing keeps its correctness, and capturing a launch into a CUDA graph can break
+    the CUDA context past recovery (the process aborts), and what the device-time
+    phases found must survive that."""
     phases = PhaseClock(ctx.operator)
     results = phases.time("correctness", lambda: run_correctness(ctx))
     cases = [r.case for r in results]
@@ -834,16 +839,8 @@ def gpu_outcome(
     if supported:
         probes = _guarded(ctx, "the ABI probes", lambda: abi_probes(ctx, supported[0]), [])
     timed = [r for r in timed_configs(ctx.spec, ctx.bundle.manifest) if r.name not in failed]
-    measured = PerfOutcome()
-    if all_pass or perf_anyway:
 
-        def timed_perf() -> PerfOutcome:
-            return _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
-
-        measured = phases.time("perf", timed_perf)
-    perf = _perf_report(ctx, measured, all_pass)
-
-    def run_report(notes: list[str]) -> GpuRunReport:
+    def run_report(measured: PerfOutcome, perf: PerfReport, notes: list[str]) -> GpuRunReport:
         return GpuRunReport(
             operator=ctx.operator,
             ran_on_gpu=True,
@@ -864,8 +861,22 @@ def gpu_outcome(
             phase_s=dict(phases.seconds),
         )
 
+    measured = PerfOutcome()
+    if all_pass or perf_anyway:
+        # Correctness survives a run stopped while timing (a time limit, a crash).
+        untimed = _perf_report(ctx, measured, all_pass)
+        notes = [*ctx.notes, PERF_PENDING_NOTE]
+        checkpoint(RunOutcome(correctness, untimed, run_report(measured, untimed, notes)))
+
+        def timed_perf() -> PerfOutcome:
+            return _guarded(ctx, "the perf run", lambda: run_perf(ctx, timed), PerfOutcome())
+
+        measured = phases.time("perf", timed_perf)
+    perf = _perf_report(ctx, measured, all_pass)
+
     if measured.details:
-        checkpoint(RunOutcome(correctness, perf, run_report([*ctx.notes, HOST_PENDING_NOTE])))
+        notes = [*ctx.notes, HOST_PENDING_NOTE]
+        checkpoint(RunOutcome(correctness, perf, run_report(measured, perf, notes)))
         first = next(r for r in timed if r.name == measured.details[0].config_id)
         none: list[HostOverhead] = []
         found = phases.time(
@@ -875,7 +886,7 @@ def gpu_outcome(
             ),
         )
         measured.overhead.extend(found)
-    return RunOutcome(correctness, perf, run_report(ctx.notes))
+    return RunOutcome(correctness, perf, run_report(measured, perf, ctx.notes))
 
 
 class PhaseClock:
