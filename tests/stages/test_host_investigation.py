@@ -147,7 +147,7 @@ def test_three_extra_pointer_checks_and_a_launcher_residual(tmp_path: Path) -> N
     residual = found["launcher residual"]
     assert "2.25 µs per call in the launcher" in residual
     assert "the 3 extra driver call(s) above are part of it" in residual
-    assert "Rust-side cost in cutile's launch path" in residual
+    assert "the launcher's Rust-side cost per call (descriptor checks" in residual
     assert "(+5.40 µs)" in report.summary
     assert "launcher driver calls 5 vs 4" in report.summary
 
