@@ -1096,7 +1096,7 @@ def run_bundle(
     return outcome
 
 
-def warm_references(root: Path) -> int:
+def warm_both_jits(root: Path) -> int:
     """Launches the cuTile Python kernel and the port once per configuration and writes
     nothing: each JIT compiles every specialisation into its disk cache (cuTile
     Python's own; cutile's per-user cache, `enable_disk_cache`), so that a later run
@@ -1133,8 +1133,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--warm-only",
         action="store_true",
-        help="only launch the cuTile Python kernel once per configuration, filling its "
-        "JIT's disk cache for a later run on this host; writes no reports",
+        help="only launch the cuTile Python kernel and the port once per configuration, "
+        "filling both JITs' disk caches for a later run on this host; writes no reports",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="where reports go (default BUNDLE/results)"
@@ -1167,7 +1167,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     out = args.out or args.bundle / "results"
     try:
         if args.warm_only:
-            return warm_references(args.bundle)
+            return warm_both_jits(args.bundle)
         outcome = run_bundle(args.bundle, out, args.perf_anyway, args.keep_cubins)
     except BundleError as exc:
         print(f"gpu-run: bad bundle: {exc}", file=sys.stderr)
