@@ -275,6 +275,41 @@ class Variant(_Strict):
     description: str = Field("", description="Free text for readers.")
 
 
+class ScratchArray(_Strict):
+    """An array a producer launch needs that the kernel itself does not take: zeroed."""
+
+    shape: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    dtype: DTypeName
+
+
+class ProducerArgument(_Strict):
+    """One argument of a producer launch: exactly one of an array of this spec (the
+    same buffer the kernel then receives), a zeroed scratch array, or a value."""
+
+    array: Name | None = None
+    scratch: ScratchArray | None = None
+    value: bool | int | float | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        given = [self.array is not None, self.scratch is not None, self.value is not None]
+        if sum(given) != 1:
+            raise ValueError("a producer argument is exactly one of array, scratch, value")
+        return self
+
+
+class ProducerLaunch(_Strict):
+    """A launch of another kernel of the spec's module that the operator's host code
+    runs before this kernel on arrays the two share (counts, offsets, a workspace): the
+    correctness harness runs it, as cuTile Python launches it, on the configuration's
+    drawn arrays before either side runs, so both receive what the operator gives the
+    kernel rather than random values its launch could not meet."""
+
+    kernel: Name = Field(description="A @ct.kernel of the spec's module.")
+    grid: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, max_length=3)
+    arguments: list[ProducerArgument] = Field(description="In the kernel's parameter order.")
+
+
 class Config(_Strict):
     """A concrete launch: the dimension sizes, dtypes and bindings of one call."""
 
@@ -306,6 +341,11 @@ class Config(_Strict):
         "allocation (a sliced tensor); changes the base-address alignment.",
     )
     num_sms: int | None = Field(None, ge=1, description="Overrides num_sms (default 132).")
+    producers: list[ProducerLaunch] = Field(
+        default_factory=list,
+        description="Launches of the operator's earlier kernels that make this "
+        "configuration's inputs, run in order before each case.",
+    )
     description: str = Field("", description="Free text for readers.")
 
 
@@ -417,6 +457,7 @@ class ResolvedConfig(_Strict):
     arrays: dict[str, ResolvedArray]
     grid: tuple[int, int, int]
     hints: Hints | None
+    producers: list[ProducerLaunch] = Field(default_factory=list)
 
     def argument(self, name: str) -> bool | int | float:
         """What a launcher parameter `name` receives: a scalar's value, or a constant's
@@ -557,6 +598,19 @@ class PortSpec(_Strict):
             self._check_known(config.array_dtypes, self.arrays, where)
             self._check_known(config.strides, self.arrays, where)
             self._check_known(config.storage_offsets, self.arrays, where)
+            for producer in config.producers:
+                for argument in producer.arguments:
+                    array = self.arrays.get(argument.array or "")
+                    if argument.array is not None and array is None:
+                        raise ValueError(
+                            f"{where}: producer {producer.kernel} names unknown array "
+                            f"{argument.array!r}"
+                        )
+                    if array is not None and (array.role == "out" or array.list_length):
+                        raise ValueError(
+                            f"{where}: producer {producer.kernel} writes {argument.array!r}, "
+                            "which is not an input array of the kernel"
+                        )
 
     @staticmethod
     def _check_known(given: dict[str, Any], declared: dict[str, Any], where: str) -> None:
@@ -628,6 +682,7 @@ class PortSpec(_Strict):
             arrays=arrays,
             grid=(grid[0], grid[1], grid[2]),
             hints=variant.hints,
+            producers=list(config.producers),
         )
 
     def _resolve_constants(

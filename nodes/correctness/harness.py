@@ -13,6 +13,7 @@ compared element by element.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,8 +144,16 @@ def poison(torch: Any, tensor: Any) -> None:
 
 
 def make_arrays(
-    torch: Any, spec: PortSpec, resolved: ResolvedConfig, seed: int, device: Any
+    torch: Any,
+    spec: PortSpec,
+    resolved: ResolvedConfig,
+    seed: int,
+    device: Any,
+    prepare: Callable[[dict[str, Any]], None] | None = None,
 ) -> CaseArrays:
+    """The configuration's arrays under `seed`: inputs drawn as the spec's `init` says
+    (then handed to `prepare`, which runs the configuration's producer launches on
+    them), outputs poisoned, one per side; an inout array is copied per side after."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     env: dict[str, Any] = {
@@ -153,21 +162,25 @@ def make_arrays(
         **resolved.scalars,
         "dtype": resolved.dtype,
     }
-    inputs: dict[str, Any] = {}
+    drawn: dict[str, Any] = {}
     port_outputs: dict[str, Any] = {}
     kernel_outputs: dict[str, Any] = {}
     for name, array in resolved.arrays.items():
         if array.role == "out":
             for side in (port_outputs, kernel_outputs):
                 side[name] = _tensors(torch, spec, name, array, env, generator, device, True)
-            continue
-        drawn = _tensors(torch, spec, name, array, env, generator, device, False)
-        if array.role == "inout":
-            port_outputs[name] = drawn
-            kernel_outputs[name] = _cloned(drawn)
-            inputs[name] = _cloned(drawn)  # the reference reads the original values
         else:
-            inputs[name] = drawn
+            drawn[name] = _tensors(torch, spec, name, array, env, generator, device, False)
+    if prepare is not None:
+        prepare(drawn)
+    inputs: dict[str, Any] = {}
+    for name, value in drawn.items():
+        if resolved.arrays[name].role == "inout":
+            port_outputs[name] = value
+            kernel_outputs[name] = _cloned(value)
+            inputs[name] = _cloned(value)  # the reference reads the original values
+        else:
+            inputs[name] = value
     return CaseArrays(inputs, port_outputs, kernel_outputs, dict(resolved.scalars))
 
 

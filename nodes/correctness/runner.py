@@ -160,6 +160,8 @@ class GpuContext:
     device: Any
     environment: GpuEnvironment
     notes: list[str] = field(default_factory=list)
+    producer_kernels: dict[str, Any] = field(default_factory=dict)
+    """The spec module's other kernels that producer launches run, loaded once each."""
 
     @property
     def operator(self) -> str:
@@ -302,10 +304,52 @@ def _reference_kernel(bundle: Bundle, spec: PortSpec) -> Any:
     """The reference kernel: sliced out of the bundled library module for a library
     spec (`toolchain.kernel_slice`, as the export did), else the bundled source file."""
     if spec.module is not None and spec.source_root is not None:
-        root = bundle.path(bundle.manifest.spec).parent / spec.source_root
-        return load_kernel(root, spec.module, spec.kernel)[1]
+        return _module_kernel(bundle, spec, spec.kernel)
     module = _import_file(bundle.path(bundle.manifest.reference_source), "reference_kernel")
     return getattr(module, spec.kernel)
+
+
+def case_arrays(ctx: GpuContext, resolved: ResolvedConfig, seed: int) -> CaseArrays:
+    """The configuration's arrays under `seed`, its producer launches run on them."""
+    if not resolved.producers:
+        return make_arrays(ctx.torch, ctx.spec, resolved, seed, ctx.device)
+
+    def prepare(drawn: dict[str, Any]) -> None:
+        run_producers(ctx, resolved, drawn)
+
+    return make_arrays(ctx.torch, ctx.spec, resolved, seed, ctx.device, prepare)
+
+
+def run_producers(ctx: GpuContext, resolved: ResolvedConfig, drawn: dict[str, Any]) -> None:
+    """The configuration's producer launches, in order, as cuTile Python launches them:
+    on the drawn arrays they name, zeroed scratch arrays and their recorded values."""
+    torch = ctx.torch
+    for producer in resolved.producers:
+        kernel = ctx.producer_kernels.get(producer.kernel)
+        if kernel is None:
+            kernel = _module_kernel(ctx.bundle, ctx.spec, producer.kernel)
+            ctx.producer_kernels[producer.kernel] = kernel
+        arguments: list[Any] = []
+        for argument in producer.arguments:
+            if argument.array is not None:
+                arguments.append(drawn[argument.array])
+            elif argument.scratch is not None:
+                scratch = argument.scratch
+                dtype = getattr(torch, scratch.dtype)
+                arguments.append(torch.zeros(scratch.shape, dtype=dtype, device=ctx.device))
+            else:
+                arguments.append(argument.value)
+        grid = tuple(producer.grid)
+        ctx.ct.launch(torch.cuda.current_stream(), grid, kernel, tuple(arguments))
+    torch.cuda.synchronize()
+
+
+def _module_kernel(bundle: Bundle, spec: PortSpec, name: str) -> Any:
+    """Another kernel of a library spec's module, sliced out as the reference is."""
+    if spec.module is None or spec.source_root is None:
+        raise ValueError(f"producer {name}: only a library spec (module, source_root) has one")
+    root = bundle.path(bundle.manifest.spec).parent / spec.source_root
+    return load_kernel(root, spec.module, name)[1]
 
 
 def _spec_function(bundle: Bundle, function: str) -> Any:
@@ -434,7 +478,7 @@ def _reference_reproducible(
     arrays): does it give its own output again? A kernel whose writes collide gives
     what the run's scheduling gives, and then neither side can match it bitwise."""
     try:
-        again = make_arrays(ctx.torch, ctx.spec, resolved, seed, ctx.device)
+        again = case_arrays(ctx, resolved, seed)
         launch_reference_kernel(ctx, resolved, again)
         ctx.torch.cuda.synchronize()
     except Exception as exc:  # reported; the case's verdict does not depend on it
@@ -479,7 +523,7 @@ def _compare_with_reference(
 
 
 def run_case(ctx: GpuContext, resolved: ResolvedConfig, seed: int) -> CaseResult:
-    arrays = make_arrays(ctx.torch, ctx.spec, resolved, seed, ctx.device)
+    arrays = case_arrays(ctx, resolved, seed)
     tolerance = ctx.spec.tolerances[resolved.dtype]
     port = _call_port(ctx, arrays, resolved)
     messages = [port.message] if port.message else []
@@ -557,7 +601,7 @@ def abi_probes(ctx: GpuContext, resolved: ResolvedConfig) -> list[AbiProbe]:
     """Host memory (pageable and pinned) passed as the first array (not a list), through
     the raw C entry: the device check must refuse it before any launch."""
     torch = ctx.torch
-    arrays = make_arrays(torch, ctx.spec, resolved, 0, ctx.device)
+    arrays = case_arrays(ctx, resolved, 0)
     port_arrays = arrays.port_arrays(ctx.array_order)
     plain = [
         (name, value)
@@ -629,7 +673,7 @@ def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
     measured: list[tuple[ResolvedConfig, list[Contender], int, SamplingDecision]] = []
     for resolved in configs:
         started = time.monotonic()
-        arrays = make_arrays(torch, ctx.spec, resolved, manifest.seeds[0], ctx.device)
+        arrays = case_arrays(ctx, resolved, manifest.seeds[0])
         contenders = timed_contenders(ctx, resolved, arrays)
         rounds, decision = measure_config(
             torch, timer, resolved.name, contenders, flush, policy, manifest.perf_warmup
@@ -717,7 +761,7 @@ def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
     stream), and `ct.launch(torch.cuda.current_stream(), grid, kernel, args)` with the
     kernel's hints set once. Building them per call (the pydantic lookups of the
     correctness runs) would charge the harness's own Python to whichever side."""
-    arrays = make_arrays(ctx.torch, ctx.spec, resolved, 0, ctx.device)
+    arrays = case_arrays(ctx, resolved, 0)
     port_arrays = arrays.port_arrays(ctx.array_order)
     scalars = tuple(resolved.argument(name) for name in ctx.scalar_order)
     # Built once; a list's table is allocated here and rewritten by each call.
@@ -1112,7 +1156,7 @@ def warm_both_jits(root: Path) -> int:
     for config, purpose in ctx.spec.all_configs():
         resolved = ctx.spec.resolve(config, purpose)
         started = time.monotonic()
-        arrays = make_arrays(ctx.torch, ctx.spec, resolved, bundle.manifest.seeds[0], ctx.device)
+        arrays = case_arrays(ctx, resolved, bundle.manifest.seeds[0])
         launches: dict[str, Callable[[], None]] = {
             "reference": partial(launch_reference_kernel, ctx, resolved, arrays),
             "port": partial(launch_port, ctx, arrays, resolved),

@@ -311,19 +311,24 @@ class _Generator:
     def launch_arm(self, variant: VariantBinding) -> str:
         """The variant's entry, launched with its parameters in order, each of its
         Rust type (a pointer as its device address)."""
-        pushes = [
-            f".push_scalar_arg::<{_pushed_type(rust_type)}>({self._argument(source)})"
+        params = [
+            f"rt::param::<{_pushed_type(rust_type)}>(&{_operand(self._argument(source))}),"
             for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
         ]
-        chain = "\n".join(f"        {push}" for push in pushes)
         body = (
             "// SAFETY: the entry's parameters in order, each of its type; the descriptors\n"
             "// passed every check and their memory is the caller's.\n"
             "unsafe {\n"
-            f"    rt::launch_proven(&{_entry_static(variant.entry)}, &derived.generics, grid, "
-            "device, stream, |entry| {\n"
-            f"        entry\n{_indent(chain, 4)};\n"
-            "    })\n"
+            "    rt::launch_proven(\n"
+            f"        &{_entry_static(variant.entry)},\n"
+            "        &derived.generics,\n"
+            "        grid,\n"
+            "        device,\n"
+            "        stream,\n"
+            "        &mut [\n"
+            + "\n".join(f"            {param}" for param in params)
+            + "\n        ],\n"
+            "    )\n"
             "}"
         )
         return f"        {variant.index} => {{\n{_indent(body, 12)}\n        }}"
@@ -397,6 +402,11 @@ def _names(expected: str | int | None) -> set[str]:
 
 def _entry_static(entry: str) -> str:
     return entry.strip("_").upper()
+
+
+def _operand(expression: str) -> str:
+    """An expression as the operand of `&`: a cast in parentheses."""
+    return f"({expression})" if " as " in expression else expression
 
 
 def _pushed_type(rust_type: str) -> str:

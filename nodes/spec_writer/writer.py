@@ -37,6 +37,7 @@ import yaml
 from nodes.analyzer.branches import Scope, branch_outcome
 from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
 from nodes.spec_writer.grid import grid_expression
+from nodes.spec_writer.producers import ProducerPlan, producer_launches, producer_plan
 from nodes.spec_writer.roles import Role, array_roles
 from schemas.launch_capture import (
     BoolArg,
@@ -166,8 +167,17 @@ def _fact_pattern(tensor: TensorArg) -> tuple[object, ...]:
 class KernelSpec:
     """The spec of one kernel, assembled from its records."""
 
-    def __init__(self, tree: SourceTree, launches: KernelLaunches, hints: dict[str, str]) -> None:
+    def __init__(
+        self,
+        tree: SourceTree,
+        launches: KernelLaunches,
+        hints: dict[str, str],
+        recorded: Sequence[LaunchRecord] = (),
+    ) -> None:
         self.tree = tree
+        # Every record in recording order (other kernels' too): where producers come from.
+        self.recorded = recorded
+        self.producers: ProducerPlan | None = None
         self.launches = launches
         self.records = launches.records
         self.module = tree.module_of(tree.root / launches.file)
@@ -521,7 +531,9 @@ class KernelSpec:
             if name in self.lists:
                 lengths = {len(self.arg(r, name).items) for r in self.records}  # type: ignore[union-attr]
                 entry["list_length"] = max(lengths)
-            if roles[name] != "out":
+            if self.producers is not None and name in self.producers.zeroed:
+                entry["init"] = {"kind": "zeros"}  # as the host allocates it
+            elif roles[name] != "out":
                 init = self._index_range(name)
                 if init is not None:
                     entry["init"] = init
@@ -552,6 +564,12 @@ class KernelSpec:
 
     def build(self, out: Path, name: str) -> dict[str, Any]:
         roles = array_roles(self.tree, self.module, self.kernel, self.arrays)
+        reads = {n for n in self.arrays if roles[n] != "out" and n not in self.lists}
+        self.producers = (
+            producer_plan(self.tree, self.module, self.kernel, self.params, reads)
+            if self.recorded
+            else None
+        )
         keys: dict[tuple[object, ...], str] = {}
         for record in self.records:
             keys.setdefault(self.variant_key(record), f"v{len(keys)}")
@@ -562,6 +580,7 @@ class KernelSpec:
         perf_configs = [
             self.config(r, f"perf{i}_{self.config_dtype(r)}") for i, r in enumerate(perf)
         ]
+        self._add_producers([*tests, *perf], [*configs, *perf_configs], reads)
         used = [*tests, *perf]
         variants = self._variants(keys, used, [c["name"] for c in [*configs, *perf_configs]])
         dtypes = sorted({c["dtype"] for c in [*configs, *perf_configs]})
@@ -589,6 +608,27 @@ class KernelSpec:
             },
             "tolerances": {d: _tolerance(d) for d in dtypes},
         }
+
+    def _add_producers(
+        self, records: list[LaunchRecord], configs: list[dict[str, Any]], reads: set[str]
+    ) -> None:
+        """Each configuration's producer launches, from the records of its test; where
+        one configuration has none to give, no configuration gets any (and the plan is
+        dropped), so the spec's inputs are made one way throughout."""
+        if self.producers is None:
+            return
+        position = {id(record): index for index, record in enumerate(self.recorded)}
+        found = [
+            producer_launches(self.producers, record, self.recorded[: position[id(record)]], reads)
+            if id(record) in position
+            else None
+            for record in records
+        ]
+        if any(launches is None for launches in found):
+            self.producers = None
+            return
+        for config, launches in zip(configs, found, strict=True):
+            config["producers"] = launches
 
     def _scalars(self) -> dict[str, Any]:
         kinds = {"int": "int32", "float": "float32", "bool": "bool"}
@@ -763,7 +803,7 @@ def write_specs(
     taken: set[str] = set()
     for launches in group_by_kernel(records):
         try:
-            kernel = KernelSpec(tree, launches, signature_hints or {})
+            kernel = KernelSpec(tree, launches, signature_hints or {}, records)
             if signature_hints:
                 kernel.keep_compiled(set(signature_hints))
             literal = (literal_constants or {}).get((kernel.module, kernel.kernel), ())

@@ -99,9 +99,10 @@ def test_element_type_generic_dispatches_per_dtype(tmp_path: Path) -> None:
     text = generate_operator_rs(binding)
     # One launch for every dtype: the element type travels in the generic arguments,
     # a pointer as its address; the entry is compiled without launch-time hints (G17).
-    assert "rt::launch_proven(&SOFTMAX_KERNEL, &derived.generics, grid" in text
-    assert ".push_scalar_arg::<u64>(args.x.data)" in text
-    assert ".push_scalar_arg::<i32>(args.x.shape_i32(0))" in text
+    launch = text[text.index("rt::launch_proven(") :]
+    assert launch.split()[:3] == ["rt::launch_proven(", "&SOFTMAX_KERNEL,", "&derived.generics,"]
+    assert "rt::param::<u64>(&args.x.data)," in launch
+    assert "rt::param::<i32>(&args.x.shape_i32(0))," in launch
     assert "TileKernel" not in text and "Dtype::Float16,) =>" not in text
     assert 'rt::require_same_dtype(&[&args.x, &args.y], "E")?' in text
     assert "rt::address_fact(args.x.data)" in text

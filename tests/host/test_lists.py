@@ -175,8 +175,8 @@ def test_the_launcher_checks_elements_and_writes_the_table() -> None:
         'rt::require_same_dtype(&[args.tables.first(), &args.out], "E")?;',
         "unsafe { rt::write_table(&args.tables, device, stream)? };",
         "rt::with_lists(&[&args.out], &[&args.tables])",
-        ".push_scalar_arg::<u64>(args.tables.table.data)",
-        ".push_scalar_arg::<i32>(args.tables.len_i32())",
+        "rt::param::<u64>(&args.tables.table.data),",
+        "rt::param::<i32>(&args.tables.len_i32()),",
     ):
         assert line in text, line
     # The table is written after every check and the device check, right before launching.

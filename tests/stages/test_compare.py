@@ -9,6 +9,7 @@ torch is not installed on the build machine; the GPU host runs these (CPU tensor
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +85,41 @@ def test_an_output_list_is_poisoned_per_side(tmp_path: Path) -> None:
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(port, kernel, strict=True))
     assert all(bool(t.isnan().all()) for t in port + kernel)
     assert "tables" not in arrays.inputs
+
+
+def _members(value: object) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_producers_prepare_the_drawn_inputs_before_each_side_copies_them(
+    tmp_path: Path,
+) -> None:
+    """`prepare` (the runner's producer launches) sees every drawn input and no output,
+    and what it writes is what both sides receive, an inout array copied per side."""
+    source = Path(__file__).parents[1] / "host" / "data" / "pick_rows.port.yaml"
+    spec_path = tmp_path / source.name
+    spec_path.write_text(
+        source.read_text(encoding="utf-8")
+        .replace("role: out", "role: inout")
+        .replace("source: pick_rows.py", f"source: {source.parent}/pick_rows.py")
+    )
+    spec = load_port_spec(spec_path)
+    config, purpose = spec.all_configs()[0]
+    resolved = spec.resolve(config, purpose)
+    seen: list[str] = []
+
+    def prepare(drawn: dict[str, object]) -> None:
+        seen.extend(drawn)
+        for value in drawn.values():
+            for tensor in _members(value):
+                tensor.fill_(7)
+
+    arrays = make_arrays(torch, spec, resolved, seed=0, device="cpu", prepare=prepare)
+    assert seen == list(resolved.arrays)  # every array is an input now
+    for side in (arrays.port_outputs, arrays.kernel_outputs, arrays.inputs):
+        for value in side.values():
+            assert all(
+                bool((t == 7).all()) for t in (value if isinstance(value, list) else [value])
+            )
+    out = next(n for n, a in resolved.arrays.items() if a.role == "inout")
+    assert arrays.port_outputs[out].data_ptr() != arrays.kernel_outputs[out].data_ptr()

@@ -16,10 +16,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cutile::cuda_async::device_context::with_device;
-use cutile::cuda_async::device_operation::{DeviceOp, ExecutionContext};
-use cutile::cuda_async::launch::AsyncKernelLaunchBuilder;
+use cutile::cuda_async::device_operation::ExecutionContext;
 use cutile::cuda_core::sys;
-use cutile::cuda_core::{Context, Function, LaunchConfig, Stream};
+use cutile::cuda_core::{Context, Function, Stream};
 use cutile::tile_kernel::{compile_from_context, CompileOptions, ModuleAstFn};
 
 use super::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
@@ -885,6 +884,9 @@ pub unsafe fn write_plan(
 pub struct Device {
     pub ordinal: usize,
     context: Arc<Context>,
+    /// The context current on the calling thread when the call read it (a default
+    /// stream's launch context), else null: the launch binds the device's then.
+    current_context: sys::CUcontext,
 }
 
 fn driver(call: &str, code: sys::CUresult) -> AbiResult<()> {
@@ -1078,11 +1080,20 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
             );
         }
     }
+    let current_context = if is_default_stream(stream) {
+        context
+    } else {
+        std::ptr::null_mut()
+    };
     let context = with_device(ordinal, Arc::clone).map_err(|error| AbiError {
         status: Status::Device,
         message: format!("cannot open device {ordinal}: {error}"),
     })?;
-    Ok(Device { ordinal, context })
+    Ok(Device {
+        ordinal,
+        context,
+        current_context,
+    })
 }
 
 /// The allocation holding an array's data (its start, its size in bytes) and its
@@ -1283,21 +1294,6 @@ pub unsafe fn write_table(list: &ListArg, device: &Device, stream: *mut c_void) 
     })
 }
 
-/// Enqueues a kernel launch on the caller's stream and returns without waiting.
-///
-/// # Safety
-/// The launch's pointers must be device memory of `device` that stays valid until
-/// the kernel has run on `stream`.
-pub unsafe fn launch<Op: DeviceOp>(op: Op, device: &Device, stream: *mut c_void) -> AbiResult<()> {
-    let stream = borrowed_stream(device, stream);
-    // SAFETY: forwarded from the caller: the memory is the caller's and outlives
-    // the kernel; completion is established by the caller's own stream order.
-    match unsafe { op.async_on(&stream) } {
-        Ok(_) => Ok(()),
-        Err(error) => fail(Status::Launch, format!("launch failed: {error}")),
-    }
-}
-
 /// One entry of a port, launched as the kernel writer proved it.
 ///
 /// cutile-rs's generated launcher compiles every launch with an `assume div_by`
@@ -1396,29 +1392,61 @@ impl ProvenEntry {
     }
 }
 
-/// Enqueues `entry` on the caller's stream with the arguments `push` appends in the
-/// entry's parameter order, and returns without waiting.
+/// A kernel parameter as the driver takes it: the address of its value, typed so
+/// that the generated launch states each parameter's Rust type.
+pub fn param<T: Copy>(value: &T) -> *mut c_void {
+    (value as *const T).cast_mut().cast()
+}
+
+/// Enqueues `entry` on the caller's stream with `params` (the addresses of its
+/// parameters' values, in the entry's order) and returns without waiting.
+///
+/// The launch is cutile's own (`cuLaunchKernel`, the cubin's threads, no dynamic
+/// shared memory) without its per-call bookkeeping: the compiled entry lives as
+/// long as the process, the caller owns the memory, and the context current at
+/// the call is reused when it is the device's.
 ///
 /// # Safety
-/// `push` must append exactly the entry's parameters, each of its type; the
-/// pointers must be device memory of `device` that stays valid until the kernel
-/// has run on `stream`.
+/// `params` must hold exactly the entry's parameters, each pointing to a value of
+/// its type that lives through the call; the pointers they carry must be device
+/// memory of `device` that stays valid until the kernel has run on `stream`.
 pub unsafe fn launch_proven(
     entry: &ProvenEntry,
     generics: &[Generic],
     grid: (u32, u32, u32),
     device: &Device,
     stream: *mut c_void,
-    push: impl FnOnce(&mut AsyncKernelLaunchBuilder<'static>),
+    params: &mut [*mut c_void],
 ) -> AbiResult<()> {
-    let mut builder = AsyncKernelLaunchBuilder::new(entry.function(generics, device, stream)?);
-    push(&mut builder);
-    let config = LaunchConfig {
-        grid_dim: grid,
-        block_dim: (1, 1, 1), // a tile kernel's threads are its cubin's own, as cutile launches it
-        shared_mem_bytes: 0,
+    let function = entry.function(generics, device, stream)?;
+    if device.current_context != device.context.cu_ctx() {
+        device.context.bind_to_thread().map_err(|error| AbiError {
+            status: Status::Device,
+            message: format!("cannot make device {} current: {error}", device.ordinal),
+        })?;
+    }
+    // SAFETY: the function was loaded in the device's context, now current; the
+    // parameters are the entry's own (forwarded from the caller).
+    let code = unsafe {
+        sys::cuLaunchKernel(
+            function.cu_function(),
+            grid.0,
+            grid.1,
+            grid.2,
+            1, // a tile kernel's threads are its cubin's own, as cutile launches it
+            1,
+            1,
+            0,
+            stream as sys::CUstream,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
     };
-    // SAFETY: the arguments are the entry's own (forwarded from the caller) and the
-    // function was loaded for the stream's device; the caller keeps the memory alive.
-    unsafe { launch(builder.finalize_unchecked(config), device, stream) }
+    if code != sys::cudaError_enum_CUDA_SUCCESS {
+        return fail(
+            Status::Launch,
+            format!("launch failed: cuLaunchKernel returned CUDA error {code}"),
+        );
+    }
+    Ok(())
 }

@@ -104,19 +104,18 @@ unsafe fn launch(
                     grid,
                     device,
                     stream,
-                    |entry| {
-                        entry
-                            .push_scalar_arg::<u64>(args.x.data)
-                            .push_scalar_arg::<i32>(args.x.shape_i32(0))
-                            .push_scalar_arg::<i32>(args.x.shape_i32(1))
-                            .push_scalar_arg::<i32>(args.x.stride_i32(0))
-                            .push_scalar_arg::<i32>(args.x.stride_i32(1))
-                            .push_scalar_arg::<u64>(args.y.data)
-                            .push_scalar_arg::<i32>(args.y.shape_i32(0))
-                            .push_scalar_arg::<i32>(args.y.shape_i32(1))
-                            .push_scalar_arg::<i32>(args.y.stride_i32(0))
-                            .push_scalar_arg::<i32>(args.y.stride_i32(1));
-                    },
+                    &mut [
+                        rt::param::<u64>(&args.x.data),
+                        rt::param::<i32>(&args.x.shape_i32(0)),
+                        rt::param::<i32>(&args.x.shape_i32(1)),
+                        rt::param::<i32>(&args.x.stride_i32(0)),
+                        rt::param::<i32>(&args.x.stride_i32(1)),
+                        rt::param::<u64>(&args.y.data),
+                        rt::param::<i32>(&args.y.shape_i32(0)),
+                        rt::param::<i32>(&args.y.shape_i32(1)),
+                        rt::param::<i32>(&args.y.stride_i32(0)),
+                        rt::param::<i32>(&args.y.stride_i32(1)),
+                    ],
                 )
             }
         }
