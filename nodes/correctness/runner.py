@@ -162,6 +162,8 @@ class GpuContext:
     notes: list[str] = field(default_factory=list)
     producer_kernels: dict[str, Any] = field(default_factory=dict)
     """The spec module's other kernels that producer launches run, loaded once each."""
+    hinted_kernels: dict[tuple[tuple[str, Any], ...], Any] = field(default_factory=dict)
+    """The reference kernel with each configuration's hints (`hinted_kernel`)."""
 
     @property
     def operator(self) -> str:
@@ -385,10 +387,27 @@ def _kernel_arguments(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArr
     return values
 
 
+def hinted_kernel(ctx: GpuContext, resolved: ResolvedConfig) -> Any:
+    """The reference kernel with the configuration's hints, made once per set of hints.
+
+    `replace_hints` returns a new kernel with its own JIT cache (as cuTile Python's
+    documentation says; TileGym keeps them with `cached_replace_hints`): one per call
+    compiles, or loads from the disk cache, a new module for every launch, which costs
+    tens of milliseconds per call and runs the reference from freshly loaded code each
+    time, a handicap no port call has."""
+    hints = resolved.hints.as_kwargs() if resolved.hints is not None else {}
+    if not hints:
+        return ctx.kernel
+    key = tuple(sorted(hints.items()))
+    kernel = ctx.hinted_kernels.get(key)
+    if kernel is None:
+        kernel = ctx.kernel.replace_hints(**hints)
+        ctx.hinted_kernels[key] = kernel
+    return kernel
+
+
 def launch_reference_kernel(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -> None:
-    kernel = ctx.kernel
-    if resolved.hints is not None and resolved.hints.as_kwargs():
-        kernel = kernel.replace_hints(**resolved.hints.as_kwargs())
+    kernel = hinted_kernel(ctx, resolved)
     stream = ctx.torch.cuda.current_stream()
     ctx.ct.launch(stream, resolved.grid, kernel, tuple(_kernel_arguments(ctx, resolved, arrays)))
 
@@ -766,9 +785,7 @@ def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
     scalars = tuple(resolved.argument(name) for name in ctx.scalar_order)
     # Built once; a list's table is allocated here and rewritten by each call.
     prepared = ctx.library.prepare(ctx.operator, port_arrays)
-    kernel = ctx.kernel
-    if resolved.hints is not None and resolved.hints.as_kwargs():
-        kernel = kernel.replace_hints(**resolved.hints.as_kwargs())
+    kernel = hinted_kernel(ctx, resolved)
     kernel_arguments = tuple(_kernel_arguments(ctx, resolved, arrays))
     grid = resolved.grid
     current_stream, launch, library = ctx.torch.cuda.current_stream, ctx.ct.launch, ctx.library

@@ -45,7 +45,7 @@ from schemas.gpu import (
     outside_band,
     placement_mismatches,
 )
-from schemas.port_spec import ResolvedConfig, load_port_spec
+from schemas.port_spec import Hints, ResolvedConfig, load_port_spec
 from schemas.reports import PerfReport, PerfRow, ReferenceBackend
 from schemas.verdicts import PerfVerdict
 from toolchain.cupti import CallTiming, Summary
@@ -571,3 +571,30 @@ def test_the_manifest_sets_the_policy_and_refuses_a_cap_below_its_rounds() -> No
     assert (sampling_policy(adaptive).minimum, sampling_policy(adaptive).cap) == (100, 2000)
     with pytest.raises(ValidationError, match="perf_max_repetitions 50 < perf_repetitions"):
         BundleManifest.model_validate({**manifest, "perf_max_repetitions": 50})
+
+
+def test_a_hinted_reference_is_made_once_not_per_call() -> None:
+    """`replace_hints` gives a kernel with its own JIT cache: made per call, every launch
+    would compile (or load) a new module and run the reference from fresh code. The
+    runner makes it once per set of hints and launches that object every time."""
+    ctx, resolved, _ = fake_context("softmax")
+    made: list[dict[str, Any]] = []
+    launched: list[Any] = []
+
+    class Kernel:
+        def replace_hints(self, **hints: Any) -> object:
+            made.append(hints)
+            return SimpleNamespace(hints=hints)
+
+    ctx.kernel = Kernel()
+    ctx.ct = SimpleNamespace(launch=lambda _s, _g, kernel, _a: launched.append(kernel))
+    hinted = resolved.model_copy(update={"hints": Hints(occupancy=2)})
+    contenders = timed_contenders(ctx, hinted, case_arrays(hinted))
+    for _ in range(3):
+        for contender in contenders:
+            contender.call()
+    assert made == [{"occupancy": 2}]
+    assert len(launched) == 6 and all(k is launched[0] for k in launched)
+    plain = timed_contenders(ctx, resolved, case_arrays(resolved))
+    plain[1].call()
+    assert launched[-1] is ctx.kernel and made == [{"occupancy": 2}]
