@@ -278,17 +278,17 @@ class Variant(_Strict):
 class ScratchArray(_Strict):
     """An array a producer launch needs that the kernel itself does not take: zeroed."""
 
-    shape: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
-    dtype: DTypeName
+    shape: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, description="Its extents.")
+    dtype: DTypeName = Field(description="Its element type.")
 
 
 class ProducerArgument(_Strict):
     """One argument of a producer launch: exactly one of an array of this spec (the
     same buffer the kernel then receives), a zeroed scratch array, or a value."""
 
-    array: Name | None = None
-    scratch: ScratchArray | None = None
-    value: bool | int | float | None = None
+    array: Name | None = Field(None, description="An input or inout array of this spec.")
+    scratch: ScratchArray | None = Field(None, description="A zeroed array of its own.")
+    value: bool | int | float | None = Field(None, description="A scalar or constant value.")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
@@ -306,7 +306,9 @@ class ProducerLaunch(_Strict):
     kernel rather than random values its launch could not meet."""
 
     kernel: Name = Field(description="A @ct.kernel of the spec's module.")
-    grid: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, max_length=3)
+    grid: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, max_length=3, description="The recorded grid."
+    )
     arguments: list[ProducerArgument] = Field(description="In the kernel's parameter order.")
 
 
