@@ -38,9 +38,10 @@ from rich.table import Table
 from rich.text import Text
 
 from graph.routing import next_target
-from graph.runner import operator_name, run_pipeline
+from graph.runner import run_pipeline
 from graph.stages import StageNodes, StageNotImplemented
 from schemas.pipeline import Outcome, RunOptions, RunSummary, Stage, StageRecord
+from schemas.port_spec import operator_name
 from schemas.reports import GateReport, ReportError, load_report
 from schemas.run_layout import RunLayout
 from schemas.state import PipelineState

@@ -21,24 +21,14 @@ from langgraph.types import Durability
 from graph.build import PipelineGraph, compile_pipeline, report_last_stage
 from graph.stages import StageNodes
 from schemas.pipeline import Outcome, RunOptions, RunSummary, Stage, StageRecord
+from schemas.port_spec import operator_name
 from schemas.reports import GateReport, ReportError, load_report
 from schemas.run_layout import RunLayout, write_text_atomic
 from schemas.state import PipelineState
 
-SPEC_SUFFIXES = (".port.yaml", ".port.yml", ".yaml", ".yml")
-
 
 class ResumeMismatch(ValueError):
     """The checkpointed run to resume was for another spec or run directory."""
-
-
-def operator_name(spec_path: Path) -> str:
-    """`softmax.port.yaml` -> `softmax`."""
-    name = spec_path.name
-    for suffix in SPEC_SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return spec_path.stem
 
 
 def run_pipeline(

@@ -913,6 +913,18 @@ def json_schema_text() -> str:
     return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
 
 
+SPEC_SUFFIXES = (".port.yaml", ".port.yml", ".yaml", ".yml")
+
+
+def operator_name(spec_path: Path) -> str:
+    """`softmax.port.yaml` -> `softmax`."""
+    name = spec_path.name
+    for suffix in SPEC_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return spec_path.stem
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m schemas.port_spec", description=__doc__)
     parser.add_argument("--json-schema", action="store_true", help="print the JSON Schema")

@@ -16,9 +16,9 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from graph.runner import operator_name
 from nodes.analyzer.stage import analyse
 from schemas.pipeline import RunOptions
+from schemas.port_spec import operator_name
 from schemas.reports import save_report
 from schemas.run_layout import RunLayout
 from schemas.state import PipelineState

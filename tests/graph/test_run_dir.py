@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pipeline_script import Step, path_of, run_script
 
-from graph.runner import operator_name
 from schemas.pipeline import Stage
+from schemas.port_spec import operator_name
 from schemas.reports import GateReport, PerfReport, ReportMissing, load_report
 from schemas.run_layout import RUN_SUBDIRS, RunLayout, RunPathError
 
