@@ -17,6 +17,7 @@ configuration's dtype name) and `num_sms`.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -900,6 +901,31 @@ def with_source_root(spec_text: bytes, root: str) -> bytes:
 def spec_relative(spec_path: Path, relative: str) -> Path:
     """A path the spec gives (source file, reference module) resolved beside it."""
     return (spec_path.parent / relative).resolve()
+
+
+def kernel_parameter_order(spec: PortSpec, spec_path: Path) -> list[str]:
+    """The `@ct.kernel` function's parameter names, in order; each one the spec declares."""
+    source = spec_relative(spec_path, spec.source)
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    except (OSError, SyntaxError) as exc:
+        raise PortSpecError(
+            spec_path, [("source", f"cannot read the reference kernel {source}: {exc}")]
+        ) from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == spec.kernel:
+            names = [arg.arg for arg in node.args.posonlyargs + node.args.args]
+            declared = set(spec.arrays) | set(spec.scalars) | set(spec.constants)
+            unknown = [name for name in names if name not in declared]
+            if unknown:
+                raise PortSpecError(
+                    spec_path,
+                    [("kernel", f"kernel parameters {unknown} are not declared in the spec")],
+                )
+            return names
+    raise PortSpecError(
+        spec_path, [("kernel", f"{source.name} defines no function {spec.kernel!r}")]
+    )
 
 
 def json_schema() -> dict[str, Any]:

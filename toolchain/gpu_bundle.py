@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from modulefinder import ModuleFinder
 from pathlib import Path
 
-from nodes.host_builder.binding import kernel_parameter_order
 from nodes.host_builder.library import (
     LibraryBuildError,
     LibraryCrate,
@@ -47,7 +46,13 @@ from nodes.host_builder.library import (
     read_manifest,
 )
 from schemas.gpu import LIBRARY_FILE, WRAPPER_MODULE, BundleFile, BundleManifest
-from schemas.port_spec import PortSpec, load_port_spec, spec_relative, with_source_root
+from schemas.port_spec import (
+    PortSpec,
+    kernel_parameter_order,
+    load_port_spec,
+    spec_relative,
+    with_source_root,
+)
 from toolchain.env import REPO_ROOT
 from toolchain.source_tree import SourceTree, needed_files
 

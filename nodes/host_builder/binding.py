@@ -21,7 +21,6 @@ library's own plan (`cutile_<op>_plan`) against it.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -46,9 +45,10 @@ from schemas.port_spec import (
     ITEMSIZE,
     ArrayParam,
     PortSpec,
+    PortSpecError,
     ResolvedArray,
     ResolvedConfig,
-    spec_relative,
+    kernel_parameter_order,
 )
 from schemas.spec_expr import evaluate_int, names_in
 
@@ -221,24 +221,6 @@ class OperatorBinding:
 
 
 # --- reading the reference kernel's parameter order ----------------------------------
-
-
-def kernel_parameter_order(spec: PortSpec, spec_path: Path) -> list[str]:
-    """The `@ct.kernel` function's parameter names, in order."""
-    source = spec_relative(spec_path, spec.source)
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
-    except (OSError, SyntaxError) as exc:
-        raise BindingError(f"cannot read the reference kernel {source}: {exc}") from None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == spec.kernel:
-            names = [arg.arg for arg in node.args.posonlyargs + node.args.args]
-            declared = set(spec.arrays) | set(spec.scalars) | set(spec.constants)
-            unknown = [name for name in names if name not in declared]
-            if unknown:
-                raise BindingError(f"kernel parameters {unknown} are not declared in the spec")
-            return names
-    raise BindingError(f"{source.name} defines no function {spec.kernel!r}")
 
 
 # --- binding ------------------------------------------------------------------------
@@ -649,7 +631,10 @@ def bind_operator(
     `entries` maps each variant to its Rust entry when the kernel writer said so;
     otherwise the entry is `<kernel>_<variant>` or `<kernel>`. A variant with
     `literal_entries` gets one binding per entry, each taken only for its constants."""
-    order = kernel_parameter_order(spec, spec_path)
+    try:
+        order = kernel_parameter_order(spec, spec_path)
+    except PortSpecError as exc:
+        raise BindingError("; ".join(message for _, message in exc.problems)) from None
     bound: set[str] = set()
     arrays = tuple(
         _array_binding(name, spec.arrays[name], bound) for name in order if name in spec.arrays

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.host_builder.binding import BindingError, bind_operator, kernel_parameter_order
+from nodes.host_builder.binding import BindingError, bind_operator
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.host_builder.stage import StageFailure, writer_entries
 from nodes.kernel_writer.stage import port_kernel
@@ -56,7 +56,7 @@ from nodes.tilegym_backend.op_source import (
 from nodes.tilegym_backend.wrapper_py import PortFfi, render_wrapper
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
-from schemas.port_spec import PortSpecError, load_port_spec
+from schemas.port_spec import PortSpecError, kernel_parameter_order, load_port_spec
 from schemas.tilegym_backend import AddOutcome, AddResult, KernelPort
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.rust_export import ExporterUnavailable

@@ -199,6 +199,32 @@ def test_binding_refuses_what_it_cannot_launch(
         bind_operator(load_port_spec(SPEC), SPEC, parse_kernel_source(kernel), "crate::k::m")
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("def softmax_kernel(", "def renamed_kernel("), "defines no function 'softmax_kernel'"),
+        (
+            ("def softmax_kernel(", "def softmax_kernel(\n    extra,"),
+            r"\['extra'\] are not declared",
+        ),
+    ],
+    ids=["no such kernel", "undeclared parameter"],
+)
+def test_reference_parameters_the_spec_does_not_declare_are_refused(
+    tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
+    """The C ABI follows the reference kernel's parameters: the binding stops, naming the
+    parameter, where the source and the spec disagree."""
+    source = (SPEC.parent / "softmax.py").read_text(encoding="utf-8")
+    assert edit[0] in source
+    (tmp_path / "softmax.py").write_text(source.replace(*edit), encoding="utf-8")
+    spec_path = tmp_path / "softmax.port.yaml"
+    spec_path.write_text(SPEC.read_text(encoding="utf-8"), encoding="utf-8")
+    kernel = parse_kernel_source(CHECKOUT.src_dir / "softmax.rs")
+    with pytest.raises(BindingError, match=message):
+        bind_operator(load_port_spec(spec_path), spec_path, kernel, "crate::s::p")
+
+
 def test_source_without_entry_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "kernel.rs"
     path.write_text("#[cutile::module]\npub mod m {\n    fn helper() {}\n}\n", encoding="utf-8")

@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from nodes.correctness.harness import CaseArrays
 from nodes.correctness.runner import GpuContext, sampling_policy, timed_contenders
-from nodes.host_builder.binding import kernel_parameter_order
 from nodes.perf_validator.bootstrap import (
     SamplingPolicy,
     geomean_interval,
@@ -45,7 +44,7 @@ from schemas.gpu import (
     outside_band,
     placement_mismatches,
 )
-from schemas.port_spec import Hints, ResolvedConfig, load_port_spec
+from schemas.port_spec import Hints, ResolvedConfig, kernel_parameter_order, load_port_spec
 from schemas.reports import PerfReport, PerfRow, ReferenceBackend
 from schemas.verdicts import PerfVerdict
 from toolchain.cupti import CallTiming, Summary
