@@ -78,6 +78,7 @@ from schemas.verdicts import (
     SamenessLevel,
 )
 from tileir.sass import compare_cubins, compare_listings
+from toolchain.cubin_elf import CubinFormatError, compare_cubin_elf
 from toolchain.jit_cubins import CUBINS_DIR, kept_port_cubins, port_cubins, reference_cubins
 from toolchain.llm import optional_commentary
 from toolchain.rust_export import RustExporter
@@ -933,7 +934,8 @@ def runtime_cubins(
             if found.identical:
                 notes.append(
                     f"{where}: the cubins both JITs compiled on the GPU host have identical "
-                    f"SASS ({found.reference_instructions} instructions)"
+                    f"SASS ({found.reference_instructions} instructions); beyond it, "
+                    + _beyond_sass(reference, chosen)
                 )
             elif rebuilt and launched is not None:
                 causes.append(_launcher_cause(where, found, launched))
@@ -953,6 +955,14 @@ def runtime_cubins(
                     )
                 )
     return causes, notes
+
+
+def _beyond_sass(reference: Path, port: Path) -> str:
+    """What the two cubins hold beside their SASS (toolchain.cubin_elf)."""
+    try:
+        return compare_cubin_elf(reference, port).summary()
+    except (CubinFormatError, OSError) as exc:
+        return f"their ELF could not be read: {exc}"
 
 
 def _port_cubin(
