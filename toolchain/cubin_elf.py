@@ -25,11 +25,12 @@ class CubinFormatError(ValueError):
 
 @dataclass(frozen=True)
 class Section:
-    kind: int
     flags: int
-    align: int
     size: int
-    data: bytes
+    data: bytes  # empty where the section occupies no file space (NOBITS)
+
+
+_ABSENT = Section(0, 0, b"")
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,11 @@ def read_cubin(blob: bytes) -> CubinElf:
     except (struct.error, IndexError) as exc:
         raise CubinFormatError(f"truncated ELF headers: {exc}") from None
     sections: dict[str, Section] = {}
-    for name_at, kind, section_flags, _, offset, size, _, _, align, _ in headers[1:]:
+    for name_at, kind, section_flags, _, offset, size, _, _, _, _ in headers[1:]:
         start = names_offset + name_at
         name = blob[start : blob.index(b"\0", start)].decode("ascii", "replace")
         data = b"" if kind == _NOBITS else blob[offset : offset + size]
-        sections[_without_kernel(name)] = Section(kind, section_flags, align, size, data)
+        sections[_without_kernel(name)] = Section(section_flags, size, data)
     return CubinElf(flags=flags, sections=sections)
 
 
@@ -157,8 +158,7 @@ def compare_cubin_elf(reference: Path, port: Path) -> ElfComparison:
     text = ".text.<kernel>"
     info = ".nv.info.<kernel>"
     same_info, symbol_only = compare_attributes(
-        ours.sections.get(info, Section(0, 0, 0, 0, b"")).data,
-        theirs.sections.get(info, Section(0, 0, 0, 0, b"")).data,
+        ours.sections.get(info, _ABSENT).data, theirs.sections.get(info, _ABSENT).data
     )
     both = sorted(set(ours.sections) & set(theirs.sections) - _NAMING - {text, info})
     differing = tuple(
@@ -166,7 +166,7 @@ def compare_cubin_elf(reference: Path, port: Path) -> ElfComparison:
     )
     return ElfComparison(
         text_identical=text in ours.sections
-        and ours.sections[text].data == theirs.sections.get(text, Section(0, 0, 0, 0, b"")).data,
+        and ours.sections[text].data == theirs.sections.get(text, _ABSENT).data,
         attributes_identical=same_info,
         symbol_index_only=symbol_only,
         flags=(ours.flags, theirs.flags),

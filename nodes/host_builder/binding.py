@@ -220,9 +220,6 @@ class OperatorBinding:
         return missing
 
 
-# --- reading the reference kernel's parameter order ----------------------------------
-
-
 # --- binding ------------------------------------------------------------------------
 
 
