@@ -1046,6 +1046,51 @@ def launch_attributes(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
     return causes, notes
 
 
+MODULE_PLACEMENT: Final = "module placement"
+
+
+def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
+    """For each timed configuration outside its A/A band, in a run with the placement
+    control (the reference's code loaded into a second module, `PerfDetail.relocated`):
+    does moving the same code elsewhere in device memory move the time? The A/A control
+    runs one module twice and cannot see it. The copy outside the A/A band names the
+    cause: code, launch and buffers equal, the time follows where the code sits, and the
+    port's code sits in a module of its own. The copy inside the band clears it."""
+    causes: list[PerfCause] = []
+    notes: list[str] = []
+    for detail, where in outside_band(run):
+        moved = detail.relocated_ratio
+        if moved is None:
+            notes.append(f"{where}: the run has no placement control; placement is unchecked")
+            continue
+        figures = f"relocated/ref {moved:.4f}{_band_text(detail.relocated_interval)}"
+        if not detail.placement_moves:
+            notes.append(
+                f"{where}: the reference's code in a second module stays inside the A/A "
+                f"band ({figures}): moving the code does not explain the gap"
+            )
+            continue
+        causes.append(
+            PerfCause(
+                side=CauseSide.DEVICE,
+                category=MODULE_PLACEMENT,
+                evidence=f"{where}: the reference's own code, loaded into a second module "
+                f"and launched the same way on the same buffers, gives {figures}, outside "
+                f"the A/A band{_band_text(detail.aa_band)}: where a module's code sits in "
+                "device memory moves this configuration's time, and the port's code sits "
+                "in a module of its own",
+                fix="none in the port: judge the configuration against the spread of "
+                "placements (port/ref against relocated/ref), not against one module run "
+                "twice",
+            )
+        )
+    return causes, notes
+
+
+def _band_text(band: tuple[float, float] | None) -> str:
+    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
+
+
 def _launch_differences(port: list[dict[str, int]], reference: list[dict[str, int]]) -> list[str]:
     if len(port) != len(reference):
         return [f"{len(port)} kernel(s) per call against the reference's {len(reference)}"]
@@ -1096,9 +1141,12 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
 
 def investigate_run(run: GpuRunReport, *, run_id: str | None, attempt: int) -> InvestigationReport:
     """What one GPU run's figures alone say: the host overhead's investigation with the
-    launch attributes of every configuration outside its A/A band."""
+    launch attributes and the placement control of every configuration outside its A/A
+    band."""
     report = investigate_host_overhead(run, run_id=run_id, attempt=attempt)
     causes, notes = launch_attributes(run)
+    placed = module_placement(run)
+    causes, notes = causes + placed[0], notes + placed[1]
     return report.model_copy(
         update={"causes": [*report.causes, *causes], "notes": [*report.notes, *notes]}
     )

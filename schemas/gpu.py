@@ -50,7 +50,7 @@ def outside_band(ratio: float, band: Band | None, ratio_interval: Band | None = 
     return high < band[0] or low > band[1]
 
 
-COMPARED_CONTENDERS = ("port", "reference", "control")
+COMPARED_CONTENDERS = ("port", "reference", "control", "relocated")
 """The timed sides whose medians enter a ratio: they must share every buffer."""
 
 
@@ -301,6 +301,12 @@ class PerfDetail(_Strict):
         description="The reference timed a second time as its own contender (an A/A "
         "control): control / reference shows the protocol's noise.",
     )
+    relocated: TimingColumn | None = Field(
+        None,
+        description="The reference's code loaded into a second module and timed as its "
+        "own contender (the placement control): relocated / reference shows what moving "
+        "the same code elsewhere in device memory does.",
+    )
     rounds: int | None = Field(
         None, ge=1, description="Interleaved rounds run (each contender once per round)."
     )
@@ -316,6 +322,9 @@ class PerfDetail(_Strict):
         None,
         description="The bootstrap 95 % interval of control / reference: the ratios two "
         "identical kernels give on this configuration.",
+    )
+    relocated_interval: Band | None = Field(
+        None, description="The bootstrap 95 % interval of relocated / reference."
     )
     buffers: dict[str, dict[str, list[int]]] = Field(
         default_factory=dict,
@@ -337,6 +346,20 @@ class PerfDetail(_Strict):
     def outside_aa_band(self) -> bool:
         """Port / reference lies where two identical kernels do not: stage F's case."""
         return outside_band(self.ratio, self.aa_band, self.ratio_interval)
+
+    @property
+    def relocated_ratio(self) -> float | None:
+        if self.relocated is None:
+            return None
+        return self.relocated.median_us / self.reference.median_us
+
+    @property
+    def placement_moves(self) -> bool:
+        """The reference's own code, loaded a second time, leaves the A/A band: where a
+        module's code sits moves this configuration's time."""
+        if self.relocated_ratio is None:
+            return False
+        return outside_band(self.relocated_ratio, self.aa_band, self.relocated_interval)
 
     @model_validator(mode="after")
     def _compared_on_the_same_buffers(self) -> Self:

@@ -164,6 +164,8 @@ class GpuContext:
     """The spec module's other kernels that producer launches run, loaded once each."""
     hinted_kernels: dict[tuple[tuple[str, Any], ...], Any] = field(default_factory=dict)
     """The reference kernel with each configuration's hints (`hinted_kernel`)."""
+    relocated_kernels: dict[tuple[tuple[str, Any], ...], Any] = field(default_factory=dict)
+    """The same kernels again, each in a module of its own (`relocated_kernel`)."""
 
     @property
     def operator(self) -> str:
@@ -395,19 +397,41 @@ def hinted_kernel(ctx: GpuContext, resolved: ResolvedConfig) -> Any:
     compiles, or loads from the disk cache, a new module for every launch, which costs
     tens of milliseconds per call and runs the reference from freshly loaded code each
     time, a handicap no port call has."""
-    hints = resolved.hints.as_kwargs() if resolved.hints is not None else {}
+    hints = _hints(resolved)
     if not hints:
         return ctx.kernel
+    return _kernel_once(ctx, ctx.hinted_kernels, hints)
+
+
+def relocated_kernel(ctx: GpuContext, resolved: ResolvedConfig) -> Any:
+    """The reference kernel of `hinted_kernel` once more, in a module of its own: the
+    same hints (none included) give a new kernel with its own JIT cache, so its code is
+    loaded a second time, elsewhere in device memory. Timed as the placement control:
+    relocated / reference is what moving the same code alone does to a configuration."""
+    return _kernel_once(ctx, ctx.relocated_kernels, _hints(resolved))
+
+
+def _hints(resolved: ResolvedConfig) -> dict[str, Any]:
+    return resolved.hints.as_kwargs() if resolved.hints is not None else {}
+
+
+def _kernel_once(
+    ctx: GpuContext, made: dict[tuple[tuple[str, Any], ...], Any], hints: dict[str, Any]
+) -> Any:
     key = tuple(sorted(hints.items()))
-    kernel = ctx.hinted_kernels.get(key)
+    kernel = made.get(key)
     if kernel is None:
         kernel = ctx.kernel.replace_hints(**hints)
-        ctx.hinted_kernels[key] = kernel
+        made[key] = kernel
     return kernel
 
 
-def launch_reference_kernel(ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays) -> None:
-    kernel = hinted_kernel(ctx, resolved)
+def launch_reference_kernel(
+    ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays, kernel: Any = None
+) -> None:
+    """The cuTile Python kernel launched by `ct.launch`: the configuration's hinted
+    kernel, or `kernel` (the same code loaded elsewhere)."""
+    kernel = kernel if kernel is not None else hinted_kernel(ctx, resolved)
     stream = ctx.torch.cuda.current_stream()
     ctx.ct.launch(stream, resolved.grid, kernel, tuple(_kernel_arguments(ctx, resolved, arrays)))
 
@@ -743,9 +767,10 @@ def timed_contenders(
     ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays
 ) -> list[Contender]:
     """The port, the cuTile Python kernel, the kernel again as the A/A control (control /
-    reference is the protocol's noise), and torch eager when the bundle names it; the
-    three compared sides on one set of buffers (`CaseArrays.shared_outputs`), each with
-    the addresses its call is given."""
+    reference is the protocol's noise), the kernel's code loaded into a second module as
+    the placement control (`relocated_kernel`), and torch eager when the bundle names
+    it; the compared sides on one set of buffers (`CaseArrays.shared_outputs`), each
+    with the addresses its call is given."""
     timed = arrays.shared_outputs()
     port_buffers = buffer_addresses(ctx.array_order, timed.port_arrays(ctx.array_order))
     kernel_buffers = buffer_addresses(
@@ -758,10 +783,16 @@ def timed_contenders(
     def reference() -> None:
         launch_reference_kernel(ctx, resolved, timed)
 
+    moved = relocated_kernel(ctx, resolved)
+
+    def relocated() -> None:
+        launch_reference_kernel(ctx, resolved, timed, moved)
+
     contenders = [
         Contender("port", port, port_buffers),
         Contender("reference", reference, kernel_buffers),
         Contender("control", reference, kernel_buffers),
+        Contender("relocated", relocated, kernel_buffers),
     ]
     if ctx.torch_equivalent is not None:
         kwargs = reference_arguments(ctx, resolved, timed)
@@ -1088,13 +1119,15 @@ def _perf_table(run: GpuRunReport) -> list[str]:
     lines = [
         "",
         "| config | port µs | cuTile Python µs | torch µs | port/ref (95 %) | control/ref "
-        "(A/A band) | rounds | launches port/ref |",
-        "|---|---|---|---|---|---|---|---|",
+        "(A/A band) | relocated/ref (95 %) | rounds | launches port/ref |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in run.perf:
         eager = f"{row.torch.median_us:.2f}" if row.torch else "-"
         control = f"{row.control_ratio:.4f}" if row.control_ratio is not None else "-"
         control += _band(row.aa_band)
+        relocated = "-" if row.relocated_ratio is None else f"{row.relocated_ratio:.4f}"
+        relocated += _band(row.relocated_interval)
         ratio = f"{row.ratio:.4f}{_band(row.ratio_interval)}"
         ratio += " **outside the A/A band: stage F**" if row.outside_aa_band else ""
         rounds = "-" if row.rounds is None else str(row.rounds)
@@ -1102,7 +1135,7 @@ def _perf_table(run: GpuRunReport) -> list[str]:
         launches = f"{row.port.launches_per_call:g}/{row.reference.launches_per_call:g}"
         lines.append(
             f"| {row.config_id} | {row.port.median_us:.2f} | {row.reference.median_us:.2f} | "
-            f"{eager} | {ratio} | {control} | {rounds} | {launches} |"
+            f"{eager} | {ratio} | {control} | {relocated} | {rounds} | {launches} |"
         )
     return lines
 

@@ -220,6 +220,8 @@ LIBRARY_FUNCTIONS: Final = (
     "size_t tileport_last_error(char *buffer, size_t capacity);",
     "int32_t tileport_selftest_panic(void);",
     "int32_t tileport_enable_disk_cache(void);",
+    "int32_t tileport_table_owned(uint64_t address);",
+    "int32_t tileport_table_released(uint64_t address);",
 )
 
 

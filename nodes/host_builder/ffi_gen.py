@@ -348,11 +348,10 @@ class _Generator:
         return f"{field} as {source.reinterpret}" if source.reinterpret else field
 
     def table_writes(self) -> list[str]:
-        return [
-            f"unsafe {{ rt::write_table(&args.{a.name}, device, stream)? }};"
-            for a in self.binding.arrays
-            if a.is_list
-        ]
+        """One call writing every list's table (none without lists): the stream's
+        capture state is asked once, the context bound once."""
+        lists = ", ".join(f"&args.{a.name}" for a in self.binding.arrays if a.is_list)
+        return [f"unsafe {{ rt::write_tables(&[{lists}], device, stream)? }};"] if lists else []
 
     def device_arrays(self) -> str:
         """The `&[&TensorArg]` the device check covers: every array, each list's

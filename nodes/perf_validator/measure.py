@@ -161,12 +161,13 @@ def perf_detail(
     decision: SamplingDecision,
     policy: SamplingPolicy,
 ) -> PerfDetail | None:
-    """One configuration's columns with its intervals: port / reference, and the A/A
-    band (control / reference) it is judged against; None without port or reference."""
+    """One configuration's columns with its intervals: port / reference, the A/A band
+    (control / reference) it is judged against and relocated / reference (the placement
+    control); None without port or reference."""
     port, reference = summaries.get("port"), summaries.get("reference")
     if port is None or reference is None:
         return None
-    control = summaries.get("control")
+    control, relocated = summaries.get("control"), summaries.get("relocated")
 
     def band(top: Summary) -> tuple[float, float]:
         found = ratio_interval(
@@ -194,10 +195,12 @@ def perf_detail(
         reference=reference_column,
         torch=column(summaries.get("torch"), policy),
         control=column(control, policy),
+        relocated=column(relocated, policy),
         rounds=rounds,
         cap_hit=decision.cap_hit,
         ratio_interval=band(port),
         aa_band=aa_band(control) if control is not None else None,
+        relocated_interval=band(relocated) if relocated is not None else None,
         buffers=buffers,
     )
 

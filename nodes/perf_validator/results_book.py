@@ -570,21 +570,30 @@ def _interval(band: tuple[float, float] | None) -> str:
 def _stage_f_lines(book: ResultsBook) -> list[str]:
     """Each configuration whose port / reference lies outside its own A/A band: listed
     one by one, whatever its kernel's geomean, for stage F."""
-    rows = [
-        f"- {kernel.name} / {timing.config_id}: port/ref {timing.ratio:.4f}"
-        f"{_interval(timing.ratio_interval)}, A/A band{_interval(timing.aa_band)}"
-        + "".join(f"\n  - {found}" for found in _findings(kernel, timing.config_id))
+    outside = [
+        (kernel, timing, _findings(kernel, timing.config_id))
         for kernel in book.kernels
         for timing in kernel.timings
         if timing.outside_aa_band
     ]
-    if not rows:
+    if not outside:
         return []
+    rows = [
+        f"- {kernel.name} / {timing.config_id}: port/ref {timing.ratio:.4f}"
+        f"{_interval(timing.ratio_interval)}, A/A band{_interval(timing.aa_band)}"
+        + "".join(f"\n  - {found}" for found in findings)
+        for kernel, timing, findings in outside
+    ]
+    named = sum(any(f.startswith("cause: ") for f in findings) for _, _, findings in outside)
     return [
         "### Outside their A/A band (stage F)",
         "",
         "Port / reference where two identical kernels do not land: parameter layout, launch "
-        "attributes (cluster dims, shared-memory carve-out) and cubin metadata to compare.",
+        "attributes (cluster dims, shared-memory carve-out), cubin metadata and the "
+        "placement control to compare.",
+        "",
+        f"{len(outside)} configuration(s); stage F names a cause for {named}, none yet for "
+        f"{len(outside) - named}.",
         "",
         *rows,
         "",

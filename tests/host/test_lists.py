@@ -7,6 +7,7 @@ the check ran before any CUDA call."""
 
 from __future__ import annotations
 
+import gc
 import re
 import sys
 from dataclasses import dataclass, field
@@ -173,14 +174,14 @@ def test_the_launcher_checks_elements_and_writes_the_table() -> None:
         "Generic::Int(args.tables.shape_fact(0))",
         "Generic::Int(args.tables.stride_fact(0))",
         'rt::require_same_dtype(&[args.tables.first(), &args.out], "E")?;',
-        "unsafe { rt::write_table(&args.tables, device, stream)? };",
+        "unsafe { rt::write_tables(&[&args.tables], device, stream)? };",
         "rt::with_lists(&[&args.out], &[&args.tables])",
         "rt::param::<u64>(&args.tables.table.data),",
         "rt::param::<i32>(&args.tables.len_i32()),",
     ):
         assert line in text, line
     # The table is written after every check and the device check, right before launching.
-    assert text.index("rt::write_table") > text.index("rt::launch_grid(derived.grid)")
+    assert text.index("rt::write_tables") > text.index("rt::launch_grid(derived.grid)")
 
 
 def test_the_plan_states_each_list_fact_as_a_launch_would() -> None:
@@ -534,3 +535,109 @@ def test_the_wrapper_allocates_the_table_with_torch(
         with pytest.raises(wrapper.TileportDeviceError):
             list_library.library.call("pick_rows", (elements, out))
     assert allocated == [((ARRAYS, COLUMNS), "torch.int64", device)] * 2
+
+
+@dataclass
+class IndexedTensor(FakeTensor):
+    """A FakeTensor that answers `get_device()` and takes `record_stream` as torch's do:
+    the wrapper keys repeated calls on such tensors."""
+
+    streams: list[Any] = field(default_factory=list)
+
+    def get_device(self) -> int:
+        return int(self.device.index)
+
+    def record_stream(self, stream: Any) -> None:
+        self.streams.append(stream)
+
+
+class RecordingLib:
+    """The loaded library, its table ownership calls recorded on their way through."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self.calls: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.lib, name)
+        if not name.startswith("tileport_table_"):
+            return found
+
+        def record(address: int) -> Any:
+            self.calls.append((name, address))
+            return found(address)
+
+        return record
+
+
+@pytest.mark.slow
+def test_a_repeated_list_call_keeps_its_table_owned_until_it_dies(
+    list_library: ListLibrary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lists of torch tensors take the repeated-call path: a second call of the same
+    layout, its elements elsewhere, reuses the prepared call and its table (only the
+    addresses are rebound). The library is told the table is its own (it then writes
+    rows only when they change) and told when the table dies, before its memory can
+    be handed out again."""
+    device = SimpleNamespace(type="cuda", index=0)
+    allocated: list[IndexedTensor] = []
+
+    def empty(shape: tuple[int, int], *, dtype: str, device: Any) -> IndexedTensor:
+        allocated.append(IndexedTensor(TABLE, "torch.int64", shape, (shape[1], 1), device))
+        return allocated[-1]
+
+    fake_torch = SimpleNamespace(
+        empty=empty,
+        int64="torch.int64",
+        cuda=SimpleNamespace(
+            Stream=type("Stream", (), {}),
+            ExternalStream=lambda handle, device: ("external", handle),
+            current_stream=lambda d: SimpleNamespace(cuda_stream=0),
+        ),
+        _C=SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x5000),
+    )
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    library = list_library.library
+    recording = RecordingLib(library.lib)
+    monkeypatch.setattr(library, "lib", recording)
+    monkeypatch.setattr(library, "_raw_stream", None)
+
+    def elements(base: int) -> list[IndexedTensor]:
+        return [
+            IndexedTensor(base + i * ELEMENT_STEP, "torch.float16", (ROWS, COLS), (COLS, 1), device)
+            for i in range(ARRAYS)
+        ]
+
+    out = IndexedTensor(OUT, "torch.float16", (ARRAYS, COLS), (COLS, 1), device)
+    first, moved = elements(ELEMENT), elements(ELEMENT + 0x100_0000)
+    found = library._tensor_layout("pick_rows", (first, out))
+    assert found is not None
+    key, addresses = found
+    assert key[1] == 0x5000 and addresses == [t.address for t in first] + [OUT]
+    for tensors in (first, moved):
+        with pytest.raises(list_library.wrapper.TileportDeviceError):
+            library.call("pick_rows", (tensors, out))
+    assert len(allocated) == 1 and allocated[0].streams == [("external", 0x5000)]
+    (prepared,) = library._repeated.values()
+    assert prepared.addresses == [t.address for t in moved] + [OUT]
+    assert recording.calls == [("tileport_table_owned", TABLE)]
+    library._repeated.clear()
+    library._checked.clear()
+    del prepared, allocated[:]
+    gc.collect()
+    assert recording.calls[-1] == ("tileport_table_released", TABLE)
+
+
+@pytest.mark.slow
+def test_a_list_layout_needs_torch_tensors_throughout(list_library: ListLibrary) -> None:
+    """Anything else in a list (a descriptor, a duck-typed array without `get_device`,
+    an empty list) leaves the call to the checked path."""
+    wrapper = list_library.wrapper
+    device = SimpleNamespace(type="cuda", index=0)
+    tensor = IndexedTensor(OUT, "torch.float16", (ARRAYS, COLS), (COLS, 1), device)
+    plain = FakeTensor(OUT, "torch.float16", (ARRAYS, COLS), (COLS, 1), device)
+    assert wrapper._list_layout(([tensor, tensor], tensor)) is not None
+    assert wrapper._list_layout(([tensor, plain], tensor)) is not None  # first keys device
+    assert wrapper._list_layout(([plain, tensor], tensor)) is None
+    assert wrapper._list_layout(([], tensor)) is None
+    assert wrapper._list_layout((wrapper.TensorList([tensor], tensor), tensor)) is None

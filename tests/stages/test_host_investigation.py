@@ -433,6 +433,47 @@ def test_the_same_launch_attributes_clear_the_launch(tmp_path: Path) -> None:
     assert any("no launch attributes" in n for n in investigate_folder(unrecorded).notes)
 
 
+# --- the device side: where the code sits ---------------------------------------------------
+
+
+def _relocated(tmp_path: Path, ratio: float, interval: list[float]) -> Path:
+    """The 5 %-off run with a placement control: the reference's code in a second module
+    at `ratio` of the reference, its interval `interval`."""
+    folder = _outside_band_run(tmp_path, [PROVEN])
+    run = read_json(folder / "gpu_run.json")
+    first = run["perf"][0]
+    reference = first["reference"]
+    first["relocated"] = dict(reference, median_us=reference["median_us"] * ratio, samples_us=[])
+    first["relocated"]["min_us"] = min(reference["min_us"], first["relocated"]["median_us"])
+    first["relocated_interval"] = interval
+    write_json(folder / "gpu_run.json", run)
+    return folder
+
+
+def test_the_same_code_moved_out_of_the_band_names_module_placement(tmp_path: Path) -> None:
+    folder = _relocated(tmp_path, 1.04, [1.035, 1.045])
+    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+    (cause,) = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
+    assert cause.category == "module placement"
+    assert cause.evidence.startswith(
+        f"{config} (port/ref 1.0500): the reference's own code, loaded into a second module"
+    )
+    assert "relocated/ref 1.0400 (1.0350 to 1.0450), outside the A/A band (0.9900 to 1.0100)" in (
+        cause.evidence
+    )
+
+
+def test_the_same_code_moved_inside_the_band_clears_placement(tmp_path: Path) -> None:
+    """A copy whose interval reaches the band moved nothing this protocol resolves; a
+    run before the placement control says it could not check."""
+    folder = _relocated(tmp_path, 1.012, [1.005, 1.02])
+    report = investigate_folder(folder)
+    assert not [c for c in report.causes if c.side is CauseSide.DEVICE]
+    assert any("stays inside the A/A band (relocated/ref 1.0120" in n for n in report.notes)
+    before = _outside_band_run(tmp_path / "again", [PROVEN])
+    assert any("no placement control" in n for n in investigate_folder(before).notes)
+
+
 # --- the device side: the cubins both JITs compiled on the GPU host -----------------------
 
 CUBINS = REPO_ROOT / (

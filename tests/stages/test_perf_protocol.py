@@ -126,7 +126,7 @@ def fake_context(operator: str) -> tuple[GpuContext, ResolvedConfig, Launches]:
             OPERATORS={operator: {"arrays": [{"name": n} for n in order], "scalars": []}}
         ),
         library=SimpleNamespace(call=library_call),
-        kernel=SimpleNamespace(),
+        kernel=SimpleNamespace(replace_hints=lambda **hints: SimpleNamespace(hints=hints)),
         reference=None,
         torch_equivalent=None,
         device="cuda:0",
@@ -146,14 +146,14 @@ def test_port_reference_and_control_are_timed_on_the_same_buffers(operator: str)
     ctx, resolved, launches = fake_context(operator)
     arrays = case_arrays(resolved)
     contenders = timed_contenders(ctx, resolved, arrays)
-    assert [c.label for c in contenders] == ["port", "reference", "control"]
+    assert [c.label for c in contenders] == ["port", "reference", "control", "relocated"]
     for contender in contenders:
         contender.call()
-    port_call, reference_call, control_call = launches.port[0], *launches.reference
-    assert port_call == reference_call == control_call
+    port_call, reference_call, control_call, relocated_call = launches.port[0], *launches.reference
+    assert port_call == reference_call == control_call == relocated_call
     assert set(port_call) == set(resolved.arrays)
     recorded = {c.label: c.buffers for c in contenders}
-    assert recorded == {"port": port_call, "reference": port_call, "control": port_call}
+    assert recorded == dict.fromkeys(("port", "reference", "control", "relocated"), port_call)
     assert placement_mismatches(recorded) == []
 
 
@@ -497,6 +497,33 @@ def test_a_ratio_outside_the_aa_band_goes_to_stage_f_whatever_the_geomean() -> N
         report.model_validate({**report.model_dump(), "verdict": PerfVerdict.DONE})
 
 
+def test_the_placement_control_has_its_own_interval_against_the_band() -> None:
+    reference = samples(2, 300, spread=0.002)
+
+    def placed(scale: float) -> PerfDetail:
+        found = perf_detail(
+            "c",
+            {
+                "port": summary(samples(1, 300, 2.5 * 0.95, spread=0.002)),
+                "reference": summary(reference),
+                "control": summary(samples(3, 300, spread=0.002)),
+                "relocated": summary(samples(4, 300, 2.5 * scale, spread=0.002)),
+            },
+            {},
+            300,
+            next_rounds({"reference": reference}, policy(cap=300)),
+            policy(),
+        )
+        assert found is not None and found.relocated_interval is not None
+        return found
+
+    moved, still = placed(0.95), placed(1.0)
+    assert moved.relocated_ratio == pytest.approx(0.95, abs=0.005) and moved.placement_moves
+    assert moved.relocated_interval is not None and moved.relocated_interval[1] < 0.96
+    assert not still.placement_moves and still.outside_aa_band
+    assert not detail(0.95).placement_moves  # no placement control: nothing shown
+
+
 def test_one_tick_of_the_timer_is_not_a_difference() -> None:
     """CUPTI times move in ticks (32 ns on the H200): a 2.3 us port one tick above a
     reference whose control lands on the same tick is 1.4 % off, and unresolved."""
@@ -590,10 +617,28 @@ def test_a_hinted_reference_is_made_once_not_per_call() -> None:
     hinted = resolved.model_copy(update={"hints": Hints(occupancy=2)})
     contenders = timed_contenders(ctx, hinted, case_arrays(hinted))
     for _ in range(3):
-        for contender in contenders:
+        for contender in contenders[1:3]:
             contender.call()
-    assert made == [{"occupancy": 2}]
+    assert made == [{"occupancy": 2}, {"occupancy": 2}]  # the hinted one, the relocated one
     assert len(launched) == 6 and all(k is launched[0] for k in launched)
     plain = timed_contenders(ctx, resolved, case_arrays(resolved))
     plain[1].call()
-    assert launched[-1] is ctx.kernel and made == [{"occupancy": 2}]
+    assert launched[-1] is ctx.kernel and made[2:] == [{}]
+
+
+def test_the_placement_control_is_the_same_code_in_a_module_of_its_own() -> None:
+    """The relocated side launches a kernel made once per set of hints, apart from the
+    reference's (its own JIT cache: its own module), with the reference's arguments."""
+    ctx, resolved, _ = fake_context("softmax")
+    launched: list[Any] = []
+    ctx.ct = SimpleNamespace(launch=lambda _s, _g, kernel, _a: launched.append(kernel))
+    contenders = {c.label: c for c in timed_contenders(ctx, resolved, case_arrays(resolved))}
+    for _ in range(2):
+        contenders["reference"].call()
+        contenders["relocated"].call()
+    reference, relocated = launched[0], launched[1]
+    assert reference is ctx.kernel and relocated is not ctx.kernel
+    assert launched == [reference, relocated, reference, relocated]
+    again = timed_contenders(ctx, resolved, case_arrays(resolved))
+    again[3].call()
+    assert launched[-1] is relocated

@@ -11,9 +11,10 @@ into the matching exception here. Nothing is ever copied: a non-contiguous
 tensor is refused, not fixed. A call on tensors laid out as an earlier call's
 (dtypes, extents, strides, device, stream) reuses that call's checks and C
 arguments, only the addresses rewritten. A list-of-arrays parameter takes a
-sequence of tensors (its device table is allocated with torch and kept for
-further calls of that layout on that stream) or a `TensorList` with a table of
-the caller's. Needs only the standard library and cffi.
+sequence of tensors (its device table is allocated with torch, kept for further
+calls of that layout on that stream and written only when its rows change) or a
+`TensorList` with a table of the caller's (written on every call). Needs only the
+standard library and cffi.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +83,8 @@ const char *tileport_cdef(void);
 size_t tileport_last_error(char *buffer, size_t capacity);
 int32_t tileport_selftest_panic(void);
 int32_t tileport_enable_disk_cache(void);
+int32_t tileport_table_owned(uint64_t address);
+int32_t tileport_table_released(uint64_t address);
 
 int32_t cutile_softmax(const tileport_tensor_t *x, const tileport_tensor_t *y, void *stream);
 int32_t cutile_softmax_plan(
@@ -91,7 +95,7 @@ int32_t cutile_softmax_plan(
 );
 """
 
-FINGERPRINT = 0x8BB0468DFBAF241F
+FINGERPRINT = 0x5EC3799E720145D5
 ABI_VERSION = 1
 MAX_RANK = 8
 LIBRARY_FILE = "libtileport_kernels.so"
@@ -387,6 +391,29 @@ def _call_layout(
     return found, addresses
 
 
+def _list_layout(arrays: tuple[object, ...]) -> tuple[int, tuple[object, ...], list[int]] | None:
+    """`Library._tensor_layout` for calls with lists of torch tensors: each list's
+    layout a tuple of its tensors', every tensor's address in parameter order, and the
+    device index of the first tensor. None when anything is not a plain torch tensor."""
+    layout: list[object] = []
+    addresses: list[int] = []
+    try:
+        for array in arrays:
+            if isinstance(array, list | tuple):
+                members: Any = array
+                layout.append(tuple([(t.dtype, t.shape, t.stride()) for t in members]))
+                addresses += [t.data_ptr() for t in members]
+            else:
+                tensor: Any = array
+                layout.append((tensor.dtype, tensor.shape, tensor.stride()))
+                addresses.append(tensor.data_ptr())
+        first: Any = _first_tensor(arrays)
+        index = int(first.get_device())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return index, tuple(layout), addresses
+
+
 def _first_tensor(arrays: tuple[object, ...]) -> object:
     """The first array, or a list's first element: its device and stream are the call's."""
     first = arrays[0] if arrays else None
@@ -527,12 +554,21 @@ class Library:
                 allocated = _new_table(value, param, stream)
                 keep.append(allocated)
                 table = describe(allocated, f"{param['name']}_table")
+                self._own_table(allocated, table.data)
             elements = self.descriptors(tensor.elements)
             slots += [elements[index] for index in range(len(tensor.elements))]
             addresses += [element.data for element in tensor.elements]
             arguments += [elements, len(tensor.elements), self.descriptor(table)]
         function = getattr(self.lib, f"cutile_{operator}")
         return PreparedCall(function, arguments, positions, keep, slots, addresses)
+
+    def _own_table(self, table: object, address: int) -> None:
+        """Tells the library the table is its own (it then writes rows only when they
+        change) until the tensor dies, before torch can hand its memory out again."""
+        status = int(self.lib.tileport_table_owned(address))
+        if status:
+            self.raise_for(status)
+        weakref.finalize(table, self.lib.tileport_table_released, address)
 
     def call(
         self,
@@ -569,7 +605,12 @@ class Library:
             index = tensors[0].get_device()
             layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
             addresses = [t.data_ptr() for t in tensors]
-        except (AttributeError, IndexError, TypeError):
+        except AttributeError:
+            found = _list_layout(arrays)
+            if found is None:
+                return None
+            index, layout, addresses = found
+        except (IndexError, TypeError):
             return None
         if index < 0:
             return None

@@ -64,6 +64,8 @@ const char *tileport_cdef(void);
 size_t tileport_last_error(char *buffer, size_t capacity);
 int32_t tileport_selftest_panic(void);
 int32_t tileport_enable_disk_cache(void);
+int32_t tileport_table_owned(uint64_t address);
+int32_t tileport_table_released(uint64_t address);
 
 int32_t cutile_softmax(const tileport_tensor_t *x, const tileport_tensor_t *y, void *stream);
 int32_t cutile_softmax_plan(
@@ -75,7 +77,7 @@ int32_t cutile_softmax_plan(
 "#;
 
 /// The fingerprint of CDEF; the Python wrapper refuses a library whose differs.
-pub const FINGERPRINT: u64 = 0x8bb0468dfbaf241f;
+pub const FINGERPRINT: u64 = 0x5ec3799e720145d5;
 
 /// The fingerprint of the cdef this library was generated from.
 #[no_mangle]

@@ -1253,45 +1253,112 @@ fn borrowed_stream(device: &Device, stream: *mut c_void) -> Arc<Stream> {
         .clone()
 }
 
-/// Writes a list's table rows into the caller's table on the caller's stream, so the
-/// kernel launched next on it reads them. The rows are in host memory this call owns;
-/// the driver has staged a pageable source by the time the copy call returns, so
-/// they may go when it does. A capturing stream is refused: the graph would replay
-/// a copy from host memory that no longer exists.
+/// The rows last written to each table the library owns (`tileport_table_owned`), by
+/// table address: the stream they were written on and the rows, none before the first
+/// write. Only the library's calls write such a table, so rows already written on a
+/// stream are still there for the next kernel on it.
+type WrittenRows = Option<(usize, Vec<i64>)>;
+type OwnedTables = Mutex<HashMap<u64, WrittenRows>>;
+
+fn owned_tables() -> std::sync::MutexGuard<'static, HashMap<u64, WrittenRows>> {
+    static TABLES: OnceLock<OwnedTables> = OnceLock::new();
+    TABLES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Declares the table at `address` the library's own: allocated for the library's
+/// calls and written by nothing else until `tileport_table_released`. Its rows are
+/// then written only when they change. A caller's own table is written on every call.
+#[no_mangle]
+pub extern "C" fn tileport_table_owned(address: u64) -> i32 {
+    guard("tileport_table_owned", || {
+        owned_tables().insert(address, None);
+        Ok(())
+    })
+}
+
+/// Forgets the table at `address`, before its memory goes back to the allocator:
+/// whatever takes that memory next is not a table whose rows are known.
+#[no_mangle]
+pub extern "C" fn tileport_table_released(address: u64) -> i32 {
+    guard("tileport_table_released", || {
+        owned_tables().remove(&address);
+        Ok(())
+    })
+}
+
+/// Writes the lists' table rows into their tables on the caller's stream, so the kernel
+/// launched next on it reads them: every row of a caller's table, and of a table the
+/// library owns only rows that differ from the last ones written to it on this stream
+/// (a repeated call on the same tensors writes nothing). The rows are in host memory
+/// this call owns; the driver has staged a pageable source by the time the copy call
+/// returns, so they may go when it does. A capturing stream is refused: the graph would
+/// replay a copy from host memory that no longer exists, or read a table a later call
+/// rewrites.
 ///
 /// # Safety
-/// The table's address must be device memory of `device` that stays valid until the
+/// Each table's address must be device memory of `device` that stays valid until the
 /// kernel has run on `stream`.
-pub unsafe fn write_table(list: &ListArg, device: &Device, stream: *mut c_void) -> AbiResult<()> {
-    let stream = borrowed_stream(device, stream);
+pub unsafe fn write_tables(
+    lists: &[&ListArg],
+    device: &Device,
+    stream: *mut c_void,
+) -> AbiResult<()> {
     let mut capture = sys::CUstreamCaptureStatus_enum_CU_STREAM_CAPTURE_STATUS_NONE;
-    device.context.bind_to_thread().map_err(|error| AbiError {
-        status: Status::Device,
-        message: format!("cannot make device {} current: {error}", device.ordinal),
-    })?;
     // SAFETY: a live stream handle (the caller's) and a valid out-pointer.
     driver("cuStreamIsCapturing", unsafe {
-        sys::cuStreamIsCapturing(stream.cu_stream(), &mut capture)
+        sys::cuStreamIsCapturing(stream as sys::CUstream, &mut capture)
     })?;
     if capture != sys::CUstreamCaptureStatus_enum_CU_STREAM_CAPTURE_STATUS_NONE {
         return fail(
             Status::Launch,
             format!(
                 "`{}`: a list's table cannot be written while the stream is captured into a CUDA graph",
-                list.name
+                lists.first().map_or("", |list| list.name)
             ),
         );
     }
-    let rows = list.table_rows();
-    // SAFETY: the table holds `rows.len()` int64 values (checked by `list_arg`) on
-    // `device`; the source is read before the call returns.
-    let copied = unsafe {
-        cutile::cuda_core::memcpy_htod_async(list.table.data, rows.as_ptr(), rows.len(), &stream)
-    };
-    copied.map_err(|error| AbiError {
-        status: Status::Launch,
-        message: format!("writing the table `{}` failed: {error}", list.table.name),
-    })
+    let mut owned = owned_tables();
+    let mut bound = device.current_context == device.context.cu_ctx();
+    for list in lists {
+        let rows = list.table_rows();
+        let known = owned.get_mut(&list.table.data);
+        if let Some(Some((written_on, written))) = &known {
+            if *written_on == stream as usize && *written == rows {
+                continue;
+            }
+        }
+        if !bound {
+            device.context.bind_to_thread().map_err(|error| AbiError {
+                status: Status::Device,
+                message: format!("cannot make device {} current: {error}", device.ordinal),
+            })?;
+            bound = true;
+        }
+        // SAFETY: the table holds `rows.len()` int64 values (checked by `list_arg`) on
+        // `device`, now current; the source is read before the call returns.
+        driver("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                list.table.data,
+                rows.as_ptr().cast(),
+                std::mem::size_of_val(rows.as_slice()),
+                stream as sys::CUstream,
+            )
+        })
+        .map_err(|error| AbiError {
+            status: Status::Launch,
+            message: format!(
+                "writing the table `{}` failed: {}",
+                list.table.name, error.message
+            ),
+        })?;
+        if let Some(slot) = known {
+            *slot = Some((stream as usize, rows));
+        }
+    }
+    Ok(())
 }
 
 /// One entry of a port, launched as the kernel writer proved it.
