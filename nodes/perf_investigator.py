@@ -1051,37 +1051,47 @@ MODULE_PLACEMENT: Final = "module placement"
 
 def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
     """For each timed configuration outside its A/A band, in a run with the placement
-    control (the reference's code loaded into a second module, `PerfDetail.relocated`):
-    does moving the same code elsewhere in device memory move the time? The A/A control
-    runs one module twice and cannot see it. The copy outside the A/A band names the
-    cause: code, launch and buffers equal, the time follows where the code sits, and the
-    port's code sits in a module of its own. The copy inside the band clears it."""
+    controls (`PerfDetail.relocated`: the reference's code loaded into a second module;
+    `PerfDetail.port_relocated`: the port's library loaded again, its code in modules
+    of its own): does the time follow where the code sits? The A/A control runs one
+    module twice and cannot see it. Either copy landing apart (the reference's outside
+    the A/A band, the port's apart from the port) names the cause: code, launch and
+    buffers equal, only the module moved. Neither moving clears it."""
     causes: list[PerfCause] = []
     notes: list[str] = []
     for detail, where in outside_band(run):
-        moved = detail.relocated_ratio
-        if moved is None:
+        reference, port = detail.relocated_ratio, detail.port_relocated_ratio
+        if reference is None and port is None:
             notes.append(f"{where}: the run has no placement control; placement is unchecked")
             continue
-        figures = f"relocated/ref {moved:.4f}{_band_text(detail.relocated_interval)}"
-        if not detail.placement_moves:
-            notes.append(
-                f"{where}: the reference's code in a second module stays inside the A/A "
-                f"band ({figures}): moving the code does not explain the gap"
+        figures = []
+        if reference is not None:
+            figures.append(
+                f"the reference's code in a second module gives relocated/ref {reference:.4f}"
+                f"{_band_text(detail.relocated_interval)}"
+                + (" (outside the A/A band)" if detail.placement_moves else "")
             )
+        if port is not None:
+            figures.append(
+                f"the port's code in a second module port_relocated/ref {port:.4f}"
+                f"{_band_text(detail.port_relocated_interval)}"
+                + (" (apart from the port)" if detail.port_follows_its_module else "")
+            )
+        found = "; ".join(figures)
+        if not (detail.placement_moves or detail.port_follows_its_module):
+            notes.append(f"{where}: {found}: moving the code does not move the time")
             continue
         causes.append(
             PerfCause(
                 side=CauseSide.DEVICE,
                 category=MODULE_PLACEMENT,
-                evidence=f"{where}: the reference's own code, loaded into a second module "
-                f"and launched the same way on the same buffers, gives {figures}, outside "
-                f"the A/A band{_band_text(detail.aa_band)}: where a module's code sits in "
-                "device memory moves this configuration's time, and the port's code sits "
-                "in a module of its own",
+                evidence=f"{where}: {found}, the A/A band{_band_text(detail.aa_band)}: "
+                "the same code launched the same way on the same buffers changes its time "
+                "with the module it was loaded into, so where the code sits in device "
+                "memory moves this configuration, and each side's code sits in a module "
+                "of its own",
                 fix="none in the port: judge the configuration against the spread of "
-                "placements (port/ref against relocated/ref), not against one module run "
-                "twice",
+                "placements (both sides' copies), not against one module run twice",
             )
         )
     return causes, notes

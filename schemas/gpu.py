@@ -50,7 +50,7 @@ def outside_band(ratio: float, band: Band | None, ratio_interval: Band | None = 
     return high < band[0] or low > band[1]
 
 
-COMPARED_CONTENDERS = ("port", "reference", "control", "relocated")
+COMPARED_CONTENDERS = ("port", "reference", "control", "relocated", "port_relocated")
 """The timed sides whose medians enter a ratio: they must share every buffer."""
 
 
@@ -326,6 +326,15 @@ class PerfDetail(_Strict):
     relocated_interval: Band | None = Field(
         None, description="The bootstrap 95 % interval of relocated / reference."
     )
+    port_relocated: TimingColumn | None = Field(
+        None,
+        description="The port's code loaded into a second module (its library loaded "
+        "again) and timed as its own contender: port_relocated / reference against "
+        "port / reference shows whether the port's time follows its module.",
+    )
+    port_relocated_interval: Band | None = Field(
+        None, description="The bootstrap 95 % interval of port_relocated / reference."
+    )
     buffers: dict[str, dict[str, list[int]]] = Field(
         default_factory=dict,
         description="Per timed side, the data_ptr of each array it was timed on (torch "
@@ -352,6 +361,22 @@ class PerfDetail(_Strict):
         if self.relocated is None:
             return None
         return self.relocated.median_us / self.reference.median_us
+
+    @property
+    def port_relocated_ratio(self) -> float | None:
+        if self.port_relocated is None:
+            return None
+        return self.port_relocated.median_us / self.reference.median_us
+
+    @property
+    def port_follows_its_module(self) -> bool:
+        """The port's code in a second module lands apart from the port: the intervals
+        of port_relocated / reference and port / reference do not meet."""
+        if self.port_relocated_ratio is None or self.port_relocated_interval is None:
+            return False
+        return outside_band(
+            self.port_relocated_ratio, self.ratio_interval, self.port_relocated_interval
+        )
 
     @property
     def placement_moves(self) -> bool:

@@ -162,12 +162,14 @@ def perf_detail(
     policy: SamplingPolicy,
 ) -> PerfDetail | None:
     """One configuration's columns with its intervals: port / reference, the A/A band
-    (control / reference) it is judged against and relocated / reference (the placement
-    control); None without port or reference."""
+    (control / reference) it is judged against, and relocated / reference and
+    port_relocated / reference (the placement controls); None without port or
+    reference."""
     port, reference = summaries.get("port"), summaries.get("reference")
     if port is None or reference is None:
         return None
     control, relocated = summaries.get("control"), summaries.get("relocated")
+    port_relocated = summaries.get("port_relocated")
 
     def band(top: Summary) -> tuple[float, float]:
         found = ratio_interval(
@@ -196,11 +198,13 @@ def perf_detail(
         torch=column(summaries.get("torch"), policy),
         control=column(control, policy),
         relocated=column(relocated, policy),
+        port_relocated=column(port_relocated, policy),
         rounds=rounds,
         cap_hit=decision.cap_hit,
         ratio_interval=band(port),
         aa_band=aa_band(control) if control is not None else None,
         relocated_interval=band(relocated) if relocated is not None else None,
+        port_relocated_interval=band(port_relocated) if port_relocated is not None else None,
         buffers=buffers,
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from nodes.correctness.runner import relocated_library
 from nodes.host_builder.abi import DType, Status
 from nodes.host_builder.abi_checks import AbiProber
 from nodes.host_builder.binding import (
@@ -641,3 +642,21 @@ def test_a_list_layout_needs_torch_tensors_throughout(list_library: ListLibrary)
     assert wrapper._list_layout(([plain, tensor], tensor)) is None
     assert wrapper._list_layout(([], tensor)) is None
     assert wrapper._list_layout((wrapper.TensorList([tensor], tensor), tensor)) is None
+
+
+@pytest.mark.slow
+def test_the_library_loaded_again_has_statics_of_its_own(list_library: ListLibrary) -> None:
+    """The port's placement control loads the bundle's library a second time from a
+    copy of its file: its own statics (here: its own last error), so its own compiled
+    entries and modules. The copy is gone once loaded."""
+    library = list_library.library
+    ctx = SimpleNamespace(library=library, wrapper=list_library.wrapper, relocated_library=None)
+    ctx.disk_cache = False
+    again = relocated_library(ctx)  # type: ignore[arg-type]
+    assert again is not library and relocated_library(ctx) is again  # type: ignore[arg-type]
+    assert not again.path.exists() and again.path.name == library.path.name
+    call, _, message = LIST_ERRORS[0][1:]
+    assert _launch(list_library, call) != 0 and message in library.last_error()
+    assert again.lib.tileport_selftest_panic() == Status.PANIC
+    assert "deliberate panic" in again.last_error()
+    assert message in library.last_error()  # the first library's error is its own

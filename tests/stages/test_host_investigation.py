@@ -436,40 +436,66 @@ def test_the_same_launch_attributes_clear_the_launch(tmp_path: Path) -> None:
 # --- the device side: where the code sits ---------------------------------------------------
 
 
-def _relocated(tmp_path: Path, ratio: float, interval: list[float]) -> Path:
-    """The 5 %-off run with a placement control: the reference's code in a second module
-    at `ratio` of the reference, its interval `interval`."""
+def _relocated(
+    tmp_path: Path,
+    reference: tuple[float, list[float]] | None,
+    port: tuple[float, list[float]] | None,
+) -> Path:
+    """The 5 %-off run (port/ref interval 1.04-1.06) with its placement controls: the
+    reference's code in a second module and the port's, each at (ratio to the
+    reference, interval)."""
     folder = _outside_band_run(tmp_path, [PROVEN])
     run = read_json(folder / "gpu_run.json")
     first = run["perf"][0]
-    reference = first["reference"]
-    first["relocated"] = dict(reference, median_us=reference["median_us"] * ratio, samples_us=[])
-    first["relocated"]["min_us"] = min(reference["min_us"], first["relocated"]["median_us"])
-    first["relocated_interval"] = interval
+    base = first["reference"]
+    for label, found in (("relocated", reference), ("port_relocated", port)):
+        if found is None:
+            continue
+        ratio, interval = found
+        first[label] = dict(base, median_us=base["median_us"] * ratio, samples_us=[])
+        first[label]["min_us"] = min(base["min_us"], first[label]["median_us"])
+        first[f"{label}_interval"] = interval
     write_json(folder / "gpu_run.json", run)
     return folder
 
 
-def test_the_same_code_moved_out_of_the_band_names_module_placement(tmp_path: Path) -> None:
-    folder = _relocated(tmp_path, 1.04, [1.035, 1.045])
-    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+def _placement_cause(folder: Path) -> str:
     (cause,) = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
     assert cause.category == "module placement"
-    assert cause.evidence.startswith(
-        f"{config} (port/ref 1.0500): the reference's own code, loaded into a second module"
-    )
-    assert "relocated/ref 1.0400 (1.0350 to 1.0450), outside the A/A band (0.9900 to 1.0100)" in (
-        cause.evidence
+    return cause.evidence
+
+
+def test_the_reference_moved_out_of_the_band_names_module_placement(tmp_path: Path) -> None:
+    folder = _relocated(tmp_path, (1.04, [1.035, 1.045]), None)
+    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+    evidence = _placement_cause(folder)
+    assert evidence.startswith(
+        f"{config} (port/ref 1.0500): the reference's code in a second module gives "
+        "relocated/ref 1.0400 (1.0350 to 1.0450) (outside the A/A band), the A/A band "
+        "(0.9900 to 1.0100)"
     )
 
 
-def test_the_same_code_moved_inside_the_band_clears_placement(tmp_path: Path) -> None:
-    """A copy whose interval reaches the band moved nothing this protocol resolves; a
-    run before the placement control says it could not check."""
-    folder = _relocated(tmp_path, 1.012, [1.005, 1.02])
+def test_the_port_apart_from_its_own_copy_names_module_placement(tmp_path: Path) -> None:
+    """The port's code in a second module at parity while the port is 5 % off: the gap
+    follows the port's module, whatever the reference's copy does."""
+    evidence = _placement_cause(
+        _relocated(tmp_path, (1.0, [0.995, 1.005]), (1.001, [0.996, 1.006]))
+    )
+    assert "relocated/ref 1.0000 (0.9950 to 1.0050); the port's code in a second module" in (
+        evidence
+    )
+    assert "port_relocated/ref 1.0010 (0.9960 to 1.0060) (apart from the port)" in evidence
+
+
+def test_copies_that_move_nothing_clear_placement(tmp_path: Path) -> None:
+    """A reference copy whose interval reaches the band, a port copy whose interval meets
+    the port's: nothing this protocol resolves moved; a run before the placement
+    controls says it could not check."""
+    folder = _relocated(tmp_path, (1.012, [1.005, 1.02]), (1.045, [1.03, 1.041]))
     report = investigate_folder(folder)
     assert not [c for c in report.causes if c.side is CauseSide.DEVICE]
-    assert any("stays inside the A/A band (relocated/ref 1.0120" in n for n in report.notes)
+    assert any(n.endswith("moving the code does not move the time") for n in report.notes)
     before = _outside_band_run(tmp_path / "again", [PROVEN])
     assert any("no placement control" in n for n in investigate_folder(before).notes)
 

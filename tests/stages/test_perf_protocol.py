@@ -131,6 +131,7 @@ def fake_context(operator: str) -> tuple[GpuContext, ResolvedConfig, Launches]:
         torch_equivalent=None,
         device="cuda:0",
         environment=SimpleNamespace(),
+        relocated_library=SimpleNamespace(call=library_call),
     )
     return ctx, resolved, launches
 
@@ -146,14 +147,16 @@ def test_port_reference_and_control_are_timed_on_the_same_buffers(operator: str)
     ctx, resolved, launches = fake_context(operator)
     arrays = case_arrays(resolved)
     contenders = timed_contenders(ctx, resolved, arrays)
-    assert [c.label for c in contenders] == ["port", "reference", "control", "relocated"]
+    labels = ["port", "reference", "control", "relocated", "port_relocated"]
+    assert [c.label for c in contenders] == labels
     for contender in contenders:
         contender.call()
-    port_call, reference_call, control_call, relocated_call = launches.port[0], *launches.reference
-    assert port_call == reference_call == control_call == relocated_call
+    assert len(launches.port) == 2 and len(launches.reference) == 3
+    port_call = launches.port[0]
+    assert all(call == port_call for call in [*launches.port, *launches.reference])
     assert set(port_call) == set(resolved.arrays)
     recorded = {c.label: c.buffers for c in contenders}
-    assert recorded == dict.fromkeys(("port", "reference", "control", "relocated"), port_call)
+    assert recorded == dict.fromkeys(labels, port_call)
     assert placement_mismatches(recorded) == []
 
 
@@ -497,10 +500,11 @@ def test_a_ratio_outside_the_aa_band_goes_to_stage_f_whatever_the_geomean() -> N
         report.model_validate({**report.model_dump(), "verdict": PerfVerdict.DONE})
 
 
-def test_the_placement_control_has_its_own_interval_against_the_band() -> None:
+def test_the_placement_controls_have_their_own_intervals() -> None:
     reference = samples(2, 300, spread=0.002)
 
     def placed(scale: float) -> PerfDetail:
+        """The port at 0.95 of the reference; both sides' copies at `scale`."""
         found = perf_detail(
             "c",
             {
@@ -508,6 +512,7 @@ def test_the_placement_control_has_its_own_interval_against_the_band() -> None:
                 "reference": summary(reference),
                 "control": summary(samples(3, 300, spread=0.002)),
                 "relocated": summary(samples(4, 300, 2.5 * scale, spread=0.002)),
+                "port_relocated": summary(samples(5, 300, 2.5 * scale, spread=0.002)),
             },
             {},
             300,
@@ -521,6 +526,8 @@ def test_the_placement_control_has_its_own_interval_against_the_band() -> None:
     assert moved.relocated_ratio == pytest.approx(0.95, abs=0.005) and moved.placement_moves
     assert moved.relocated_interval is not None and moved.relocated_interval[1] < 0.96
     assert not still.placement_moves and still.outside_aa_band
+    assert still.port_follows_its_module and not moved.port_follows_its_module
+    assert still.port_relocated_interval is not None and still.port_relocated_interval[0] > 0.99
     assert not detail(0.95).placement_moves  # no placement control: nothing shown
 
 

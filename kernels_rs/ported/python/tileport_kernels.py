@@ -190,6 +190,11 @@ OPERATORS: dict[str, dict[str, Any]] = {
     },
 }
 CHECKED_CALLS_KEPT = 256
+_WITH_LISTS = frozenset(
+    name
+    for name, operator in OPERATORS.items()
+    if any(param.get("list_length") is not None for param in operator["arrays"])
+)
 
 _TYPESTR_DTYPES = {
     "|b1": "bool",
@@ -601,17 +606,18 @@ class Library:
         call against the allocations it verified. None for anything else (a list, a
         descriptor, a CPU tensor), which `_call_layout` keys."""
         tensors: Any = arrays
-        try:
-            index = tensors[0].get_device()
-            layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
-            addresses = [t.data_ptr() for t in tensors]
-        except AttributeError:
+        if operator in _WITH_LISTS:
             found = _list_layout(arrays)
             if found is None:
                 return None
             index, layout, addresses = found
-        except (IndexError, TypeError):
-            return None
+        else:
+            try:
+                index = tensors[0].get_device()
+                layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
+                addresses = [t.data_ptr() for t in tensors]
+            except (AttributeError, IndexError, TypeError):
+                return None
         if index < 0:
             return None
         raw_stream = self._raw_stream or self._find_raw_stream()
