@@ -2,7 +2,7 @@
 """Runs GPU job bundles one after another on a GPU host and packs what they wrote.
 
     python3 bench/run_bundles.py BUNDLE... --out DIR [--deadline-s 540] [--limit-s 240]
-                                 [--warm-jobs 8]
+                                 [--warm-jobs 8] [--keep-cubins] [--l2-flush kernel|copy|none]
 
 First, with --warm-jobs N, every bundle not yet run warms its reference and its
 port (`run.py --warm-only`), N at a time: both JITs compile each specialisation
@@ -104,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="each run keeps the cubins both JITs compile (gpu-run --keep-cubins)",
     )
+    parser.add_argument(
+        "--l2-flush",
+        choices=("kernel", "copy", "none"),
+        default="kernel",
+        help="how each run flushes the L2 before a timed call (gpu-run --l2-flush)",
+    )
     args = parser.parse_args(argv)
     missing = [str(b) for b in args.bundles if not (b / "run.py").is_file()]
     if missing:
@@ -122,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"operator": operator_of(bundle), "bundle": bundle.name, "started": False})
             continue
         extra = ["--keep-cubins"] if args.keep_cubins else []
+        extra += ["--l2-flush", args.l2_flush]
         row = run_one(bundle, args.out, min(args.limit_s, left), extra)
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -52,11 +52,12 @@ from nodes.correctness.harness import (
 from nodes.correctness.upload import TOKEN_ENV, UploadError, upload_results
 from nodes.perf_validator.bootstrap import SamplingDecision, SamplingPolicy
 from nodes.perf_validator.measure import (
+    L2_FLUSH_METHODS,
     Contender,
     config_summaries,
     geomean_band,
     host_overhead,
-    l2_flush_buffer,
+    l2_flush,
     measure_config,
     perf_detail,
 )
@@ -171,6 +172,8 @@ class GpuContext:
     """The kernel library loaded a second time (`relocated_library`), once made."""
     disk_cache: bool = False
     """The library keeps and reads compiled kernels in cutile's per-user disk cache."""
+    flush_method: str = "kernel"
+    """How the L2 is flushed before each timed call (`measure.L2Flush`)."""
 
     @property
     def operator(self) -> str:
@@ -737,7 +740,12 @@ def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
     torch = ctx.torch
     manifest = ctx.bundle.manifest
     policy = sampling_policy(manifest)
-    flush = l2_flush_buffer(torch, ctx.device)
+    flush = l2_flush(torch, ctx.device, ctx.flush_method)
+    if flush.method != "kernel":
+        ctx.notes.append(
+            f"L2 flush before each timed call: {flush.method} (a diagnostic run; the "
+            "protocol's flush is the fill kernel)"
+        )
     timer = KernelTimer(synchronize=torch.cuda.synchronize)
     timer.start()
     measured: list[tuple[ResolvedConfig, list[Contender], int, SamplingDecision]] = []
@@ -755,7 +763,7 @@ def run_perf(ctx: GpuContext, configs: list[ResolvedConfig]) -> PerfOutcome:
             ctx.notes.append(f"{resolved.name}: stopped at the cap of {rounds} rounds ({widths})")
         measured.append((resolved, contenders, rounds, decision))
     timer.stop()
-    outcome = PerfOutcome(flush_bytes=int(flush.numel() * flush.element_size()))
+    outcome = PerfOutcome(flush_bytes=flush.bytes)
     for resolved, contenders, rounds, decision in measured:
         summaries = config_summaries(timer, resolved.name, [c.label for c in contenders])
         buffers = {c.label: c.buffers for c in contenders}
@@ -1201,13 +1209,19 @@ def _number(value: float | None) -> str:
 
 
 def run_bundle(
-    root: Path, out: Path, perf_anyway: bool = False, keep_cubins: bool = False
+    root: Path,
+    out: Path,
+    perf_anyway: bool = False,
+    keep_cubins: bool = False,
+    flush_method: str = "kernel",
 ) -> RunOutcome:
     started = time.monotonic()
     bundle = load_bundle(root)
     if keep_cubins:  # before either JIT compiles
         keep_compiles(out)
     environment, context = probe_environment(bundle)
+    if context is not None:
+        context.flush_method = flush_method
     if context is not None and not keep_cubins:  # kept cubins need tileiras to run
         _guarded(context, "the disk cache of compiled kernels", partial(_cache, context), None)
     digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
@@ -1286,6 +1300,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "compiles again instead of using the host's warm cache",
     )
     parser.add_argument(
+        "--l2-flush",
+        choices=L2_FLUSH_METHODS,
+        default="kernel",
+        help="how the L2 is flushed before each timed call: the fill kernel (default, "
+        "the protocol's), a device-to-device copy (copy engines, no SM code) or not at "
+        "all; the last two are diagnostics of where the code and data sit",
+    )
+    parser.add_argument(
         "--upload",
         metavar="URL",
         help="send the results to the service that holds the run "
@@ -1301,7 +1323,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         if args.warm_only:
             return warm_both_jits(args.bundle)
-        outcome = run_bundle(args.bundle, out, args.perf_anyway, args.keep_cubins)
+        outcome = run_bundle(args.bundle, out, args.perf_anyway, args.keep_cubins, args.l2_flush)
     except BundleError as exc:
         print(f"gpu-run: bad bundle: {exc}", file=sys.stderr)
         return EXIT_BAD_BUNDLE

@@ -52,11 +52,45 @@ class Contender:
     buffers: dict[str, list[int]] = field(default_factory=dict)
 
 
-def l2_flush_buffer(torch: Any, device: Any) -> Any:
-    """A buffer larger than the L2 cache; zeroing it evicts whatever a call left there."""
+L2_FLUSH_METHODS = ("kernel", "copy", "none")
+"""How the L2 is flushed before each timed call (`L2Flush`); `kernel` by default."""
+
+
+@dataclass
+class L2Flush:
+    """What runs between a contender's untimed and timed call. `kernel` zeroes a buffer
+    larger than the L2 (torch's fill kernel: every line evicted, and SM code of its own
+    run in between); `copy` copies one such buffer onto another (the copy engines:
+    every line evicted, no SM code run); `none` flushes nothing (a diagnostic: data
+    and code stay where the untimed call left them)."""
+
+    method: str
+    buffers: tuple[Any, ...] = ()
+
+    def __call__(self) -> None:
+        if self.method == "kernel":
+            self.buffers[0].zero_()
+        elif self.method == "copy":
+            self.buffers[1].copy_(self.buffers[0])
+
+    @property
+    def bytes(self) -> int:
+        return sum(int(b.numel() * b.element_size()) for b in self.buffers[:1])
+
+
+def l2_flush(torch: Any, device: Any, method: str = "kernel") -> L2Flush:
+    """The flush of `method` (L2_FLUSH_METHODS) with its buffers, each larger than the
+    L2 cache."""
+    if method not in L2_FLUSH_METHODS:
+        raise ValueError(f"unknown L2 flush {method!r}: one of {', '.join(L2_FLUSH_METHODS)}")
+    if method == "none":
+        return L2Flush(method)
     l2_bytes = int(torch.cuda.get_device_properties(device).L2_cache_size)
-    return torch.empty(
-        max(l2_bytes * L2_FLUSH_FACTOR, 64 << 20) // 4, dtype=torch.int32, device=device
+    words = max(l2_bytes * L2_FLUSH_FACTOR, 64 << 20) // 4
+    count = 1 if method == "kernel" else 2
+    return L2Flush(
+        method,
+        tuple(torch.zeros(words, dtype=torch.int32, device=device) for _ in range(count)),
     )
 
 
@@ -90,7 +124,7 @@ def measure_config(
     timer: KernelTimer,
     config_id: str,
     contenders: list[Contender],
-    flush: Any,
+    flush: Callable[[], None],
     policy: SamplingPolicy,
     warmup: int,
 ) -> tuple[int, SamplingDecision]:
@@ -118,7 +152,7 @@ def measure_config(
                 # the reference and its control are the same code. Each timed call
                 # follows its own, so no side gains from its neighbour.
                 contender.call()
-                flush.zero_()
+                flush()
                 with timer.window(window_label(config_id, contender.label)):
                     contender.call()
         rounds += decision.more

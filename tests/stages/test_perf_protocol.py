@@ -33,6 +33,7 @@ from nodes.perf_validator.measure import (
     Contender,
     geomean_band,
     interleaved_wall_clock_us,
+    l2_flush,
     measure_config,
     perf_detail,
     round_order,
@@ -220,7 +221,7 @@ class LoggingFlush:
     def __init__(self, log: list[str]) -> None:
         self.log = log
 
-    def zero_(self) -> None:
+    def __call__(self) -> None:
         self.log.append("flush")
 
 
@@ -361,7 +362,7 @@ def test_a_policy_refuses_a_cap_below_its_minimum() -> None:
 
 
 class FakeFlush:
-    def zero_(self) -> None:
+    def __call__(self) -> None:
         pass
 
 
@@ -649,3 +650,53 @@ def test_the_placement_control_is_the_same_code_in_a_module_of_its_own() -> None
     again = timed_contenders(ctx, resolved, case_arrays(resolved))
     again[3].call()
     assert launched[-1] is relocated
+
+
+class Buffer:
+    """A stand-in device buffer: what the flush calls on it."""
+
+    def __init__(self, words: int) -> None:
+        self.words = words
+        self.calls: list[str] = []
+
+    def numel(self) -> int:
+        return self.words
+
+    def element_size(self) -> int:
+        return 4
+
+    def zero_(self) -> None:
+        self.calls.append("zero_")
+
+    def copy_(self, source: Buffer) -> None:
+        self.calls.append(f"copy_ {source.words}")
+
+
+def test_each_flush_method_runs_its_own_operation() -> None:
+    """The fill kernel zeroes one buffer larger than the L2; the copy copies one such
+    buffer onto a second (copy engines, no SM code); none touches nothing."""
+    made: list[Buffer] = []
+
+    def zeros(words: int, *, dtype: Any, device: Any) -> Buffer:
+        made.append(Buffer(words))
+        return made[-1]
+
+    l2 = 50 << 20
+    torch = SimpleNamespace(
+        zeros=zeros,
+        int32="int32",
+        cuda=SimpleNamespace(get_device_properties=lambda d: SimpleNamespace(L2_cache_size=l2)),
+    )
+    kernel = l2_flush(torch, "cuda:0", "kernel")
+    kernel()
+    assert [b.calls for b in kernel.buffers] == [["zero_"]] and kernel.bytes > l2
+    copy = l2_flush(torch, "cuda:0", "copy")
+    copy()
+    source, target = copy.buffers
+    assert source.calls == [] and target.calls == [f"copy_ {source.words}"]
+    assert copy.bytes == kernel.bytes
+    none = l2_flush(torch, "cuda:0", "none")
+    none()
+    assert none.buffers == () and none.bytes == 0 and len(made) == 3
+    with pytest.raises(ValueError, match="unknown L2 flush 'dma'"):
+        l2_flush(torch, "cuda:0", "dma")
