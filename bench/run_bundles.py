@@ -2,7 +2,7 @@
 """Runs GPU job bundles one after another on a GPU host and packs what they wrote.
 
     python3 bench/run_bundles.py BUNDLE... --out DIR [--deadline-s 540] [--limit-s 240]
-                                 [--warm-jobs 8] [--keep-cubins] [--l2-flush kernel|copy|none]
+                                 [--warm-jobs 8] [--keep-cubins] [--l2-flush kernel|copy]
 
 First, with --warm-jobs N, every bundle not yet run warms its reference and its
 port (`run.py --warm-only`), N at a time: both JITs compile each specialisation
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--l2-flush",
-        choices=("kernel", "copy", "none"),
+        choices=("kernel", "copy"),
         default="kernel",
         help="how each run flushes the L2 before a timed call (gpu-run --l2-flush)",
     )

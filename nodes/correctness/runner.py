@@ -1304,8 +1304,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=L2_FLUSH_METHODS,
         default="kernel",
         help="how the L2 is flushed before each timed call: the fill kernel (default, "
-        "the protocol's), a device-to-device copy (copy engines, no SM code) or not at "
-        "all; the last two are diagnostics of where the code and data sit",
+        "the protocol's) or a device-to-device copy (copy engines, no SM code between "
+        "the calls: a diagnostic of what the fill kernel's own code does)",
     )
     parser.add_argument(
         "--upload",

@@ -52,7 +52,7 @@ class Contender:
     buffers: dict[str, list[int]] = field(default_factory=dict)
 
 
-L2_FLUSH_METHODS = ("kernel", "copy", "none")
+L2_FLUSH_METHODS = ("kernel", "copy")
 """How the L2 is flushed before each timed call (`L2Flush`); `kernel` by default."""
 
 
@@ -61,21 +61,20 @@ class L2Flush:
     """What runs between a contender's untimed and timed call. `kernel` zeroes a buffer
     larger than the L2 (torch's fill kernel: every line evicted, and SM code of its own
     run in between); `copy` copies one such buffer onto another (the copy engines:
-    every line evicted, no SM code run); `none` flushes nothing (a diagnostic: data
-    and code stay where the untimed call left them)."""
+    every line evicted, no SM code run)."""
 
     method: str
-    buffers: tuple[Any, ...] = ()
+    buffers: tuple[Any, ...]
 
     def __call__(self) -> None:
         if self.method == "kernel":
             self.buffers[0].zero_()
-        elif self.method == "copy":
+        else:
             self.buffers[1].copy_(self.buffers[0])
 
     @property
     def bytes(self) -> int:
-        return sum(int(b.numel() * b.element_size()) for b in self.buffers[:1])
+        return int(self.buffers[0].numel() * self.buffers[0].element_size())
 
 
 def l2_flush(torch: Any, device: Any, method: str = "kernel") -> L2Flush:
@@ -83,8 +82,6 @@ def l2_flush(torch: Any, device: Any, method: str = "kernel") -> L2Flush:
     L2 cache."""
     if method not in L2_FLUSH_METHODS:
         raise ValueError(f"unknown L2 flush {method!r}: one of {', '.join(L2_FLUSH_METHODS)}")
-    if method == "none":
-        return L2Flush(method)
     l2_bytes = int(torch.cuda.get_device_properties(device).L2_cache_size)
     words = max(l2_bytes * L2_FLUSH_FACTOR, 64 << 20) // 4
     count = 1 if method == "kernel" else 2
