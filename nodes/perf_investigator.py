@@ -49,7 +49,7 @@ from nodes.host_builder.launched_code import (
     load_run_port,
 )
 from nodes.host_builder.rust_entry import RustSourceError
-from schemas.gpu import GpuRunReport, HostOverhead, PerfDetail
+from schemas.gpu import GpuRunReport, HostOverhead, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
 from schemas.port_spec import PortSpecError
@@ -1068,13 +1068,13 @@ def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
         if reference is not None:
             figures.append(
                 f"the reference's code in a second module gives relocated/ref {reference:.4f}"
-                f"{_band_text(detail.relocated_interval)}"
+                f"{band_text(detail.relocated_interval)}"
                 + (" (outside the A/A band)" if detail.placement_moves else "")
             )
         if port is not None:
             figures.append(
                 f"the port's code in a second module port_relocated/ref {port:.4f}"
-                f"{_band_text(detail.port_relocated_interval)}"
+                f"{band_text(detail.port_relocated_interval)}"
                 + (" (apart from the port)" if detail.port_follows_its_module else "")
             )
         found = "; ".join(figures)
@@ -1085,7 +1085,7 @@ def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
             PerfCause(
                 side=CauseSide.DEVICE,
                 category=MODULE_PLACEMENT,
-                evidence=f"{where}: {found}, the A/A band{_band_text(detail.aa_band)}: "
+                evidence=f"{where}: {found}, the A/A band{band_text(detail.aa_band)}: "
                 "the same code launched the same way on the same buffers changes its time "
                 "with the module it was loaded into, so where the code sits in device "
                 "memory moves this configuration, and each side's code sits in a module "
@@ -1095,10 +1095,6 @@ def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
             )
         )
     return causes, notes
-
-
-def _band_text(band: tuple[float, float] | None) -> str:
-    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
 
 
 def _launch_differences(port: list[dict[str, int]], reference: list[dict[str, int]]) -> list[str]:

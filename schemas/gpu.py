@@ -50,6 +50,12 @@ def outside_band(ratio: float, band: Band | None, ratio_interval: Band | None = 
     return high < band[0] or low > band[1]
 
 
+def band_text(band: Band | None) -> str:
+    """An interval as every report prints it after its figure: " (low to high)", or
+    nothing without one."""
+    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
+
+
 COMPARED_CONTENDERS = ("port", "reference", "control", "relocated", "port_relocated")
 """The timed sides whose medians enter a ratio: they must share every buffer."""
 
@@ -341,11 +347,12 @@ class PerfDetail(_Strict):
         "eager: its inputs; it allocates its outputs per call).",
     )
 
+    def _over_reference(self, column: TimingColumn | None) -> float | None:
+        return None if column is None else column.median_us / self.reference.median_us
+
     @property
     def control_ratio(self) -> float | None:
-        if self.control is None:
-            return None
-        return self.control.median_us / self.reference.median_us
+        return self._over_reference(self.control)
 
     @property
     def ratio(self) -> float:
@@ -358,15 +365,11 @@ class PerfDetail(_Strict):
 
     @property
     def relocated_ratio(self) -> float | None:
-        if self.relocated is None:
-            return None
-        return self.relocated.median_us / self.reference.median_us
+        return self._over_reference(self.relocated)
 
     @property
     def port_relocated_ratio(self) -> float | None:
-        if self.port_relocated is None:
-            return None
-        return self.port_relocated.median_us / self.reference.median_us
+        return self._over_reference(self.port_relocated)
 
     @property
     def port_follows_its_module(self) -> bool:

@@ -69,6 +69,7 @@ from schemas.gpu import (
     GpuRunReport,
     HostOverhead,
     PerfDetail,
+    band_text,
 )
 from schemas.port_spec import PortSpec, ResolvedConfig, load_port_spec
 from schemas.reports import (
@@ -1164,15 +1165,15 @@ def _perf_table(run: GpuRunReport) -> list[str]:
     for row in run.perf:
         eager = f"{row.torch.median_us:.2f}" if row.torch else "-"
         control = f"{row.control_ratio:.4f}" if row.control_ratio is not None else "-"
-        control += _band(row.aa_band)
+        control += band_text(row.aa_band)
         relocated = ", ".join(
-            "-" if ratio is None else f"{ratio:.4f}{_band(interval)}"
+            "-" if ratio is None else f"{ratio:.4f}{band_text(interval)}"
             for ratio, interval in (
                 (row.relocated_ratio, row.relocated_interval),
                 (row.port_relocated_ratio, row.port_relocated_interval),
             )
         )
-        ratio = f"{row.ratio:.4f}{_band(row.ratio_interval)}"
+        ratio = f"{row.ratio:.4f}{band_text(row.ratio_interval)}"
         ratio += " **outside the A/A band: stage F**" if row.outside_aa_band else ""
         rounds = "-" if row.rounds is None else str(row.rounds)
         rounds += " (cap)" if row.cap_hit else ""
@@ -1182,10 +1183,6 @@ def _perf_table(run: GpuRunReport) -> list[str]:
             f"{eager} | {ratio} | {control} | {relocated} | {rounds} | {launches} |"
         )
     return lines
-
-
-def _band(band: tuple[float, float] | None) -> str:
-    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
 
 
 def _overhead_lines(run: GpuRunReport) -> list[str]:

@@ -30,7 +30,7 @@ from xml.sax.saxutils import escape
 from pydantic import BaseModel
 
 from nodes.perf_validator.measure import geomean_band
-from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail
+from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
 from schemas.reports import (
     CorrectnessCase,
@@ -389,7 +389,7 @@ def _target_overall(kernels: list[KernelEntry], overall: BookOverall) -> TargetC
         description=f"overall geomean port/reference <= {OVERALL_LIMIT:.2f}",
         passed=passed,
         missing=untimed + _over(kernels, OVERALL_LIMIT),
-        detail=f"{shown}{_interval(interval)} over {overall.configurations_timed} "
+        detail=f"{shown}{band_text(interval)} over {overall.configurations_timed} "
         f"configurations; listed: kernels above {OVERALL_LIMIT:.2f} on their own, or not timed",
     )
 
@@ -545,7 +545,7 @@ def _kernel_row(kernel: KernelEntry) -> str:
         correctness,
         str(len(kernel.cases)),
         str(len(kernel.timings)),
-        _number(kernel.geomean_ratio) + _interval(kernel.geomean_interval),
+        _number(kernel.geomean_ratio) + band_text(kernel.geomean_interval),
         _number(kernel.min_ratio),
         _number(kernel.max_ratio),
         _number(kernel.control_geomean_ratio),
@@ -563,10 +563,6 @@ KERNEL_HEADER = (
 )
 
 
-def _interval(band: tuple[float, float] | None) -> str:
-    return "" if band is None else f" ({band[0]:.4f} to {band[1]:.4f})"
-
-
 def _stage_f_lines(book: ResultsBook) -> list[str]:
     """Each configuration whose port / reference lies outside its own A/A band: listed
     one by one, whatever its kernel's geomean, for stage F."""
@@ -580,7 +576,7 @@ def _stage_f_lines(book: ResultsBook) -> list[str]:
         return []
     rows = [
         f"- {kernel.name} / {timing.config_id}: port/ref {timing.ratio:.4f}"
-        f"{_interval(timing.ratio_interval)}, A/A band{_interval(timing.aa_band)}"
+        f"{band_text(timing.ratio_interval)}, A/A band{band_text(timing.aa_band)}"
         + "".join(f"\n  - {found}" for found in findings)
         for kernel, timing, findings in outside
     ]
@@ -645,7 +641,7 @@ def book_markdown(book: ResultsBook) -> str:
         "|" + "---|" * 11,
         *(_kernel_row(kernel) for kernel in book.kernels),
         "",
-        f"Overall: {overall.geomean_line}{_interval(overall.geomean_interval)}; "
+        f"Overall: {overall.geomean_line}{band_text(overall.geomean_interval)}; "
         f"{overall.kernels} kernels, "
         f"{overall.configurations_correct}/{overall.configurations_checked} configurations "
         f"correct ({fraction}).",
