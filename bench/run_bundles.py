@@ -3,6 +3,7 @@
 
     python3 bench/run_bundles.py BUNDLE... --out DIR [--deadline-s 540] [--limit-s 240]
                                  [--warm-jobs 8] [--keep-cubins] [--l2-flush kernel|copy]
+                                 [--placements N]
 
 First, with --warm-jobs N, every bundle not yet run warms its reference and its
 port (`run.py --warm-only`), N at a time: both JITs compile each specialisation
@@ -110,6 +111,14 @@ def main(argv: list[str] | None = None) -> int:
         default="kernel",
         help="how each run flushes the L2 before a timed call (gpu-run --l2-flush)",
     )
+    parser.add_argument(
+        "--placements",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the modules each timed side rotates through (gpu-run --placements; "
+        "default: gpu-run's)",
+    )
     args = parser.parse_args(argv)
     missing = [str(b) for b in args.bundles if not (b / "run.py").is_file()]
     if missing:
@@ -129,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         extra = ["--keep-cubins"] if args.keep_cubins else []
         extra += ["--l2-flush", args.l2_flush]
+        if args.placements is not None:
+            extra += ["--placements", str(args.placements)]
         row = run_one(bundle, args.out, min(args.limit_s, left), extra)
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -49,6 +49,7 @@ from nodes.host_builder.launched_code import (
     load_run_port,
 )
 from nodes.host_builder.rust_entry import RustSourceError
+from nodes.perf_validator.bootstrap import median_interval
 from schemas.gpu import GpuRunReport, HostOverhead, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
@@ -1050,16 +1051,23 @@ MODULE_PLACEMENT: Final = "module placement"
 
 
 def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
-    """For each timed configuration outside its A/A band, in a run with the placement
-    controls (`PerfDetail.relocated`: the reference's code loaded into a second module;
+    """For each timed configuration outside its A/A band: does the time follow where the
+    code sits? Timed across modules (`PerfDetail.placements` > 1), `_across_modules`
+    decides; timed from one module per side, the placement controls do
+    (`PerfDetail.relocated`: the reference's code loaded into a second module;
     `PerfDetail.port_relocated`: the port's library loaded again, its code in modules
-    of its own): does the time follow where the code sits? The A/A control runs one
-    module twice and cannot see it. Either copy landing apart (the reference's outside
-    the A/A band, the port's apart from the port) names the cause: code, launch and
-    buffers equal, only the module moved. Neither moving clears it."""
+    of its own), as the A/A control runs one module twice and cannot see it. Either
+    copy landing apart (the reference's outside the A/A band, the port's apart from
+    the port) names the cause: code, launch and buffers equal, only the module moved.
+    Neither moving clears it."""
     causes: list[PerfCause] = []
     notes: list[str] = []
     for detail, where in outside_band(run):
+        if detail.placements > 1:
+            cause, note = _across_modules(detail, where)
+            causes += [cause] if cause is not None else []
+            notes += [note] if note is not None else []
+            continue
         reference, port = detail.relocated_ratio, detail.port_relocated_ratio
         if reference is None and port is None:
             notes.append(f"{where}: the run has no placement control; placement is unchecked")
@@ -1095,6 +1103,49 @@ def module_placement(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
             )
         )
     return causes, notes
+
+
+def _across_modules(detail: PerfDetail, where: str) -> tuple[PerfCause | None, str | None]:
+    """A configuration timed across modules, outside its A/A band: the cause is module
+    placement when the reference's own code, module by module (its modules and the
+    control's), spans the port's ratio, and its fastest and slowest module differ by
+    more than their medians' intervals: the same code moved is as far from itself as
+    the port is from it. Otherwise placement does not account for the gap."""
+    reference_range, port_range = detail.reference_code_range, detail.port_code_range
+    assert reference_range is not None  # timed across modules
+    modules = [
+        samples
+        for column in (detail.reference, detail.control)
+        if column is not None
+        for samples in column.placement_samples().values()
+    ]
+    slowest, fastest = max(modules, key=statistics.median), min(modules, key=statistics.median)
+    apart = median_interval(slowest).low > median_interval(fastest).high
+    spans = reference_range[0] <= detail.ratio <= reference_range[1]
+    found = (
+        f"the reference's code from {len(modules)} modules runs at "
+        f"{reference_range[0]:.4f} to {reference_range[1]:.4f} of the reference"
+        + ("" if apart else " (within its modules' noise)")
+        + (
+            ""
+            if port_range is None
+            else f", the port's from {detail.placements} at {port_range[0]:.4f} to "
+            f"{port_range[1]:.4f}"
+        )
+    )
+    if not (apart and spans):
+        return None, f"{where}: {found}: where the code sits does not account for the gap"
+    cause = PerfCause(
+        side=CauseSide.DEVICE,
+        category=MODULE_PLACEMENT,
+        evidence=f"{where}: {found}; the A/A band{band_text(detail.aa_band)}: the same "
+        "code launched the same way on the same buffers changes its time with the module "
+        "it was loaded into, as far as the port is from the reference; each side's median "
+        "pools its modules, and this configuration's share of them decides its ratio",
+        fix="none in the port: more modules per side (gpu-run --placements) narrow what "
+        "placement leaves in one configuration's ratio",
+    )
+    return cause, None
 
 
 def _launch_differences(port: list[dict[str, int]], reference: list[dict[str, int]]) -> list[str]:

@@ -284,10 +284,24 @@ class TimingColumn(_Strict):
         "cluster, registers, shared memory and its carve-out, cache configuration; "
         "toolchain.cupti.LAUNCH_FIELDS); empty in runs that did not record it.",
     )
+    sample_placements: list[int] = Field(
+        default_factory=list,
+        description="Per kept sample, the module it ran from (the side's code loaded once "
+        "per module, rotated by round); empty when the side ran from one module.",
+    )
+
+    def placement_samples(self) -> dict[int, list[float]]:
+        """The kept samples by module, in module order; empty when from one module."""
+        found: dict[int, list[float]] = {}
+        for placement, sample in zip(self.sample_placements, self.samples_us, strict=True):
+            found.setdefault(placement, []).append(sample)
+        return dict(sorted(found.items()))
 
     @model_validator(mode="after")
     def _figures_match_the_samples(self) -> Self:
         kept = self.samples_us
+        if self.sample_placements and len(self.sample_placements) != len(kept):
+            raise ValueError(f"{len(self.sample_placements)} placements for {len(kept)} samples")
         if not kept:
             return self
         if len(kept) != self.samples:
@@ -305,13 +319,15 @@ class PerfDetail(_Strict):
     control: TimingColumn | None = Field(
         None,
         description="The reference timed a second time as its own contender (an A/A "
-        "control): control / reference shows the protocol's noise.",
+        "control): control / reference shows the protocol's noise. In a run across "
+        "modules, from modules of its own.",
     )
     relocated: TimingColumn | None = Field(
         None,
-        description="The reference's code loaded into a second module and timed as its "
-        "own contender (the placement control): relocated / reference shows what moving "
-        "the same code elsewhere in device memory does.",
+        description="Runs from one module per side: the reference's code loaded into a "
+        "second module and timed as its own contender (the placement control): "
+        "relocated / reference shows what moving the same code elsewhere in device "
+        "memory does.",
     )
     rounds: int | None = Field(
         None, ge=1, description="Interleaved rounds run (each contender once per round)."
@@ -334,7 +350,8 @@ class PerfDetail(_Strict):
     )
     port_relocated: TimingColumn | None = Field(
         None,
-        description="The port's code loaded into a second module (its library loaded "
+        description="Runs from one module per side: the port's code loaded into a second "
+        "module (its library loaded "
         "again) and timed as its own contender: port_relocated / reference against "
         "port / reference shows whether the port's time follows its module.",
     )
@@ -380,6 +397,31 @@ class PerfDetail(_Strict):
         return outside_band(
             self.port_relocated_ratio, self.ratio_interval, self.port_relocated_interval
         )
+
+    @property
+    def placements(self) -> int:
+        """The modules each side was timed from (1: one module per side)."""
+        return max(1, len(self.port.placement_samples()))
+
+    def module_range(self, *columns: TimingColumn | None) -> Band | None:
+        """The lowest and highest median of one module's samples over the columns'
+        modules, each over the reference's median; None from one module per side."""
+        medians = [
+            statistics.median(found) / self.reference.median_us
+            for column in columns
+            if column is not None
+            for found in column.placement_samples().values()
+        ]
+        return (min(medians), max(medians)) if len(medians) > 1 else None
+
+    @property
+    def reference_code_range(self) -> Band | None:
+        """`module_range` of the reference's code: its modules and the control's."""
+        return self.module_range(self.reference, self.control)
+
+    @property
+    def port_code_range(self) -> Band | None:
+        return self.module_range(self.port)
 
     @property
     def placement_moves(self) -> bool:

@@ -207,16 +207,24 @@ class Summary:
     """The kernels of the label's most frequent launch."""
     launch: tuple[LaunchAttributes, ...] = ()
     """The launch attributes of those kernels, as most of the label's calls had them."""
+    placements: tuple[int, ...] = ()
+    """Per sample, the module it ran from (its window's `@<placement>`); empty when
+    the label was timed from one module."""
 
 
 def summarise(timings: list[CallTiming], label: str) -> Summary | None:
     """Median and minimum device time (µs) and median launch count of one label's
-    windows that launched at least one kernel, and those windows' device times;
-    None if there are none."""
-    mine = [t for t in timings if t.label == label and t.launches > 0]
+    windows that launched at least one kernel (`label`, or `label@<placement>` for a
+    side timed across modules: pooled), and those windows' device times; None if
+    there are none."""
+    placed = label + "@"
+    mine = [
+        t for t in timings if (t.label == label or t.label.startswith(placed)) and t.launches > 0
+    ]
     if not mine:
         return None
     device_us = tuple(t.device_ns / 1e3 for t in mine)
+    placements = tuple(int(t.label[len(placed) :]) for t in mine if t.label.startswith(placed))
     kernels = Counter(t.kernels for t in mine).most_common(1)[0][0]
     return Summary(
         median_us=statistics.median(device_us),
@@ -226,6 +234,7 @@ def summarise(timings: list[CallTiming], label: str) -> Summary | None:
         device_us=device_us,
         kernels=kernels,
         launch=Counter(t.launch for t in mine if t.kernels == kernels).most_common(1)[0][0],
+        placements=placements if len(placements) == len(mine) else (),
     )
 
 

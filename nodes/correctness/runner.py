@@ -52,6 +52,7 @@ from nodes.correctness.harness import (
 from nodes.correctness.upload import TOKEN_ENV, UploadError, upload_results
 from nodes.perf_validator.bootstrap import SamplingDecision, SamplingPolicy
 from nodes.perf_validator.measure import (
+    DEFAULT_PLACEMENTS,
     L2_FLUSH_METHODS,
     Contender,
     config_summaries,
@@ -93,6 +94,7 @@ EXIT_BLOCKED = 2
 EXIT_BAD_BUNDLE = 3
 EXIT_UPLOAD_FAILED = 4
 HOST_OVERHEAD_CALLS = 1000
+MAX_PLACEMENTS = 32  # each is a loaded copy of the library and two of the kernel
 MANIFEST_FILE = "manifest.json"
 
 T = TypeVar("T")
@@ -165,16 +167,18 @@ class GpuContext:
     notes: list[str] = field(default_factory=list)
     producer_kernels: dict[str, Any] = field(default_factory=dict)
     """The spec module's other kernels that producer launches run, loaded once each."""
-    hinted_kernels: dict[tuple[tuple[str, Any], ...], Any] = field(default_factory=dict)
+    hinted_kernels: dict[tuple[tuple[tuple[str, Any], ...], int], Any] = field(default_factory=dict)
     """The reference kernel with each configuration's hints (`hinted_kernel`)."""
-    relocated_kernels: dict[tuple[tuple[str, Any], ...], Any] = field(default_factory=dict)
-    """The same kernels again, each in a module of its own (`relocated_kernel`)."""
-    relocated_library: Any = None
-    """The kernel library loaded a second time (`relocated_library`), once made."""
+    kernel_copies: dict[tuple[tuple[tuple[str, Any], ...], int], Any] = field(default_factory=dict)
+    """The hinted kernels again, each in a module of its own (`reference_in_module`)."""
+    library_copies: list[Any] = field(default_factory=list)
+    """The kernel library loaded again from copies of its file (`library_in_module`)."""
     disk_cache: bool = False
     """The library keeps and reads compiled kernels in cutile's per-user disk cache."""
     flush_method: str = "kernel"
     """How the L2 is flushed before each timed call (`measure.L2Flush`)."""
+    placements: int = DEFAULT_PLACEMENTS
+    """The modules each timed side rotates through (`timed_contenders`)."""
 
     @property
     def operator(self) -> str:
@@ -412,12 +416,14 @@ def hinted_kernel(ctx: GpuContext, resolved: ResolvedConfig) -> Any:
     return _kernel_once(ctx, ctx.hinted_kernels, hints)
 
 
-def relocated_kernel(ctx: GpuContext, resolved: ResolvedConfig) -> Any:
-    """The reference kernel of `hinted_kernel` once more, in a module of its own: the
-    same hints (none included) give a new kernel with its own JIT cache, so its code is
-    loaded a second time, elsewhere in device memory. Timed as the placement control:
-    relocated / reference is what moving the same code alone does to a configuration."""
-    return _kernel_once(ctx, ctx.relocated_kernels, _hints(resolved))
+def reference_in_module(ctx: GpuContext, resolved: ResolvedConfig, copy: int) -> Any:
+    """The kernel of `hinted_kernel` (copy 0), or that kernel once more in a module of
+    its own, made once per set of hints and copy: the same hints (none included) give a
+    new kernel with its own JIT cache, so its code is loaded again, elsewhere in device
+    memory."""
+    if copy == 0:
+        return hinted_kernel(ctx, resolved)
+    return _kernel_once(ctx, ctx.kernel_copies, _hints(resolved), copy)
 
 
 def _hints(resolved: ResolvedConfig) -> dict[str, Any]:
@@ -425,9 +431,9 @@ def _hints(resolved: ResolvedConfig) -> dict[str, Any]:
 
 
 def _kernel_once(
-    ctx: GpuContext, made: dict[tuple[tuple[str, Any], ...], Any], hints: dict[str, Any]
+    ctx: GpuContext, made: dict[Any, Any], hints: dict[str, Any], copy: int = 0
 ) -> Any:
-    key = tuple(sorted(hints.items()))
+    key = (tuple(sorted(hints.items())), copy)
     kernel = made.get(key)
     if kernel is None:
         kernel = ctx.kernel.replace_hints(**hints)
@@ -454,22 +460,24 @@ def launch_port(
     (library or ctx.library).call(ctx.operator, arrays.port_arrays(ctx.array_order), scalars)
 
 
-def relocated_library(ctx: GpuContext) -> Any:
-    """The bundle's library loaded a second time, from a copy of its file (the dynamic
-    loader hands back the loaded library for the same file): its own statics, so its
-    own compiled entries, each loaded into a module of its own. Timed as the port's
-    placement control: the port's code elsewhere in device memory. The copy is
-    removed once loaded (the mapping stays)."""
-    if ctx.relocated_library is None:
+def library_in_module(ctx: GpuContext, copy: int) -> Any:
+    """The bundle's library (copy 0), or the library loaded once more from a copy of its
+    file (the dynamic loader hands back the loaded library for the same file): its own
+    statics, so its own compiled entries, each loaded into a module of its own, the
+    port's code elsewhere in device memory. A copy's file is removed once loaded (the
+    mapping stays)."""
+    if copy == 0:
+        return ctx.library
+    while len(ctx.library_copies) < copy:
         source = Path(ctx.library.path)
-        with tempfile.TemporaryDirectory(prefix="tileport-relocated-") as scratch:
-            copy = Path(scratch) / source.name
-            shutil.copyfile(source, copy)
-            library = ctx.wrapper.Library(copy)
+        with tempfile.TemporaryDirectory(prefix="tileport-module-") as scratch:
+            path = Path(scratch) / source.name
+            shutil.copyfile(source, path)
+            library = ctx.wrapper.Library(path)
         if ctx.disk_cache:
             library.enable_disk_cache()
-        ctx.relocated_library = library
-    return ctx.relocated_library
+        ctx.library_copies.append(library)
+    return ctx.library_copies[copy - 1]
 
 
 def reference_arguments(
@@ -803,36 +811,33 @@ def timed_contenders(
     ctx: GpuContext, resolved: ResolvedConfig, arrays: CaseArrays
 ) -> list[Contender]:
     """The port, the cuTile Python kernel, the kernel again as the A/A control (control /
-    reference is the protocol's noise), each side's code loaded into a second module as
-    the placement controls (`relocated_kernel`, `relocated_library`), and torch eager
-    when the bundle names it; the compared sides on one set of buffers
-    (`CaseArrays.shared_outputs`), each with the addresses its call is given."""
+    reference is the protocol's noise), and torch eager when the bundle names it; the
+    compared sides on one set of buffers (`CaseArrays.shared_outputs`), each with the
+    addresses its call is given. Each compared side rotates through
+    `ctx.placements` modules of its own (`library_in_module`, `reference_in_module`:
+    the control's are not the reference's), so a median covers where code lands as
+    it covers noise, and the A/A band is the same code in other modules."""
     timed = arrays.shared_outputs()
     port_buffers = buffer_addresses(ctx.array_order, timed.port_arrays(ctx.array_order))
     kernel_buffers = buffer_addresses(
         ctx.bundle.manifest.kernel_parameters, tuple(_kernel_arguments(ctx, resolved, timed))
     )
 
-    def port() -> None:
-        launch_port(ctx, timed, resolved)
-
-    def reference() -> None:
-        launch_reference_kernel(ctx, resolved, timed)
-
-    moved_kernel, moved_library = relocated_kernel(ctx, resolved), relocated_library(ctx)
-
-    def relocated() -> None:
-        launch_reference_kernel(ctx, resolved, timed, moved_kernel)
-
-    def port_relocated() -> None:
-        launch_port(ctx, timed, resolved, moved_library)
-
+    count = ctx.placements
+    port_calls = [
+        partial(launch_port, ctx, timed, resolved, library_in_module(ctx, copy))
+        for copy in range(count)
+    ]
+    kernel_calls = [
+        partial(
+            launch_reference_kernel, ctx, resolved, timed, reference_in_module(ctx, resolved, copy)
+        )
+        for copy in range(2 * count)
+    ]
     contenders = [
-        Contender("port", port, port_buffers),
-        Contender("reference", reference, kernel_buffers),
-        Contender("control", reference, kernel_buffers),
-        Contender("relocated", relocated, kernel_buffers),
-        Contender("port_relocated", port_relocated, port_buffers),
+        Contender("port", port_calls[0], port_buffers, tuple(port_calls[1:])),
+        Contender("reference", kernel_calls[0], kernel_buffers, tuple(kernel_calls[1:count])),
+        Contender("control", kernel_calls[count], kernel_buffers, tuple(kernel_calls[count + 1 :])),
     ]
     if ctx.torch_equivalent is not None:
         kwargs = reference_arguments(ctx, resolved, timed)
@@ -1159,20 +1164,19 @@ def _perf_table(run: GpuRunReport) -> list[str]:
     lines = [
         "",
         "| config | port µs | cuTile Python µs | torch µs | port/ref (95 %) | control/ref "
-        "(A/A band) | relocated/ref: reference, port (95 %) | rounds | launches port/ref |",
+        "(A/A band) | modules per side: reference's code, port's code (module medians "
+        "/ ref) | rounds | launches port/ref |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in run.perf:
         eager = f"{row.torch.median_us:.2f}" if row.torch else "-"
         control = f"{row.control_ratio:.4f}" if row.control_ratio is not None else "-"
         control += band_text(row.aa_band)
-        relocated = ", ".join(
-            "-" if ratio is None else f"{ratio:.4f}{band_text(interval)}"
-            for ratio, interval in (
-                (row.relocated_ratio, row.relocated_interval),
-                (row.port_relocated_ratio, row.port_relocated_interval),
-            )
+        ranges = ", ".join(
+            "-" if found is None else f"{found[0]:.4f} to {found[1]:.4f}"
+            for found in (row.reference_code_range, row.port_code_range)
         )
+        relocated = f"{row.placements}: {ranges}"
         ratio = f"{row.ratio:.4f}{band_text(row.ratio_interval)}"
         ratio += " **outside the A/A band: stage F**" if row.outside_aa_band else ""
         rounds = "-" if row.rounds is None else str(row.rounds)
@@ -1211,6 +1215,7 @@ def run_bundle(
     perf_anyway: bool = False,
     keep_cubins: bool = False,
     flush_method: str = "kernel",
+    placements: int = DEFAULT_PLACEMENTS,
 ) -> RunOutcome:
     started = time.monotonic()
     bundle = load_bundle(root)
@@ -1219,6 +1224,7 @@ def run_bundle(
     environment, context = probe_environment(bundle)
     if context is not None:
         context.flush_method = flush_method
+        context.placements = placements
     if context is not None and not keep_cubins:  # kept cubins need tileiras to run
         _guarded(context, "the disk cache of compiled kernels", partial(_cache, context), None)
     digest = hashlib.sha256((root / MANIFEST_FILE).read_bytes()).hexdigest()
@@ -1305,6 +1311,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the calls: a diagnostic of what the fill kernel's own code does)",
     )
     parser.add_argument(
+        "--placements",
+        type=_placements,
+        default=DEFAULT_PLACEMENTS,
+        metavar="N",
+        help="the modules each timed side rotates through, round by round: its code "
+        f"loaded N times, the control's apart from the reference's (default "
+        f"{DEFAULT_PLACEMENTS}; 1: one module per side, where a configuration's ratio also "
+        "measures where two modules landed)",
+    )
+    parser.add_argument(
         "--upload",
         metavar="URL",
         help="send the results to the service that holds the run "
@@ -1315,12 +1331,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _placements(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= MAX_PLACEMENTS:
+        raise argparse.ArgumentTypeError(f"{count}: between 1 and {MAX_PLACEMENTS} modules")
+    return count
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     out = args.out or args.bundle / "results"
     try:
         if args.warm_only:
             return warm_both_jits(args.bundle)
-        outcome = run_bundle(args.bundle, out, args.perf_anyway, args.keep_cubins, args.l2_flush)
+        outcome = run_bundle(
+            args.bundle, out, args.perf_anyway, args.keep_cubins, args.l2_flush, args.placements
+        )
     except BundleError as exc:
         print(f"gpu-run: bad bundle: {exc}", file=sys.stderr)
         return EXIT_BAD_BUNDLE

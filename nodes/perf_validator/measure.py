@@ -45,12 +45,32 @@ L2_FLUSH_FACTOR = 2
 
 @dataclass(frozen=True)
 class Contender:
-    """One timed side: its call and the buffers (data_ptr by array) that call uses."""
+    """One timed side: its call, the buffers (data_ptr by array) that call uses, and
+    the same call with its code loaded into other modules (`elsewhere`): where a
+    module lands in device memory moves a microsecond kernel's time by several per
+    cent (seen on the H200: one cubin at 0.92 to 1.06 of itself), so a side is timed
+    across modules of its own, rotated by round (`placed`), as it is on one set of
+    buffers."""
 
     label: str
     call: Callable[[], None]
     buffers: dict[str, list[int]] = field(default_factory=dict)
+    elsewhere: tuple[Callable[[], None], ...] = ()
 
+    @property
+    def placements(self) -> int:
+        return 1 + len(self.elsewhere)
+
+    def placed(self, placement: int) -> Callable[[], None]:
+        """The call from module `placement` (0: `call`'s), counted round its modules."""
+        return (self.call, *self.elsewhere)[placement % self.placements]
+
+
+DEFAULT_PLACEMENTS = 8
+"""The modules each timed side rotates through: with one module per side, a
+configuration's ratio on a microsecond kernel is as much where two modules landed
+as the code (the H200 showed 0.92 to 1.06 for one cubin); over eight each, the
+spread of the ratio from placement alone shrinks about threefold."""
 
 L2_FLUSH_METHODS = ("kernel", "copy")
 """How the L2 is flushed before each timed call (`L2Flush`); `kernel` by default."""
@@ -99,8 +119,11 @@ def round_order(contenders: list[Contender], round_index: int) -> list[Contender
     return contenders[shift:] + contenders[:shift]
 
 
-def window_label(config_id: str, contender: str) -> str:
-    return f"{config_id}:{contender}"
+def window_label(config_id: str, contender: str, placement: int | None = None) -> str:
+    """`<config_id>:<contender>`, and `@<placement>` for a side timed across modules
+    (`toolchain.cupti.summarise` pools a contender's placements)."""
+    label = f"{config_id}:{contender}"
+    return label if placement is None else f"{label}@{placement}"
 
 
 def compared_samples(
@@ -125,16 +148,22 @@ def measure_config(
     policy: SamplingPolicy,
     warmup: int,
 ) -> tuple[int, SamplingDecision]:
-    """Times every contender under windows labelled `<config_id>:<contender>`, in
-    interleaved rounds (`round_order`), each timed call after an untimed one of the
-    same contender and the L2 flush, until
-    `next_rounds` says every compared median is known to the policy's target or the
-    cap is reached. Returns the rounds run and the last decision."""
+    """Times every contender under windows labelled `<config_id>:<contender>` (and
+    `@<placement>` when the sides rotate through modules), in interleaved rounds, each
+    timed call after an untimed one of the same contender from the same module and
+    the L2 flush, until `next_rounds` says every compared median is known to the
+    policy's target or the cap is reached. With P placements, round r runs every side
+    from its module r mod P and rounds come in whole cycles of P (each module as
+    often as the others); the order of the sides rotates once per cycle
+    (`round_order`), so over P x sides rounds each module of each side runs in each
+    position once. Returns the rounds run and the last decision."""
     if placement_mismatches({c.label: c.buffers for c in contenders}):
         raise ValueError(f"{config_id}: the contenders do not share their buffers")
+    placements = max(c.placements for c in contenders)
     for _ in range(warmup):
         for contender in contenders:
-            contender.call()
+            for placement in range(contender.placements):
+                contender.placed(placement)()
     torch.cuda.synchronize()
     rounds = 0
     while True:
@@ -142,17 +171,23 @@ def measure_config(
         decision = next_rounds(compared_samples(timer, config_id, contenders), policy)
         if decision.more == 0:
             return rounds, decision
-        for round_index in range(rounds, rounds + decision.more):
-            for contender in round_order(contenders, round_index):
+        more = -(-decision.more // placements) * placements
+        for round_index in range(rounds, rounds + more):
+            placement = round_index % placements
+            for contender in round_order(contenders, round_index // placements):
+                call = contender.placed(placement)
                 # Untimed first: a call runs faster right after a call of the same
                 # code, L2 flushed or not (seen on the H200: 6.5 against 17 us), and
                 # the reference and its control are the same code. Each timed call
                 # follows its own, so no side gains from its neighbour.
-                contender.call()
+                call()
                 flush()
-                with timer.window(window_label(config_id, contender.label)):
-                    contender.call()
-        rounds += decision.more
+                label = contender.label
+                with timer.window(
+                    window_label(config_id, label, placement if placements > 1 else None)
+                ):
+                    call()
+        rounds += more
 
 
 def config_summaries(
@@ -181,6 +216,7 @@ def column(summary: Summary | None, policy: SamplingPolicy) -> TimingColumn | No
         samples_us=list(summary.device_us),
         kernels=list(summary.kernels),
         launch=[dict(attributes) for attributes in summary.launch],
+        sample_placements=list(summary.placements),
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nodes.correctness.runner import relocated_library
+from nodes.correctness.runner import library_in_module
 from nodes.host_builder.abi import DType, Status
 from nodes.host_builder.abi_checks import AbiProber
 from nodes.host_builder.binding import (
@@ -646,14 +646,17 @@ def test_a_list_layout_needs_torch_tensors_throughout(list_library: ListLibrary)
 
 @pytest.mark.slow
 def test_the_library_loaded_again_has_statics_of_its_own(list_library: ListLibrary) -> None:
-    """The port's placement control loads the bundle's library a second time from a
-    copy of its file: its own statics (here: its own last error), so its own compiled
-    entries and modules. The copy is gone once loaded."""
+    """The port's modules beyond its first come from the bundle's library loaded again
+    from a copy of its file: its own statics (here: its own last error), so its own
+    compiled entries and modules. The copy is gone once loaded; each copy is made once."""
     library = list_library.library
-    ctx = SimpleNamespace(library=library, wrapper=list_library.wrapper, relocated_library=None)
+    ctx = SimpleNamespace(library=library, wrapper=list_library.wrapper, library_copies=[])
     ctx.disk_cache = False
-    again = relocated_library(ctx)  # type: ignore[arg-type]
-    assert again is not library and relocated_library(ctx) is again  # type: ignore[arg-type]
+    assert library_in_module(ctx, 0) is library  # type: ignore[arg-type]
+    third = library_in_module(ctx, 2)  # type: ignore[arg-type]
+    again = library_in_module(ctx, 1)  # type: ignore[arg-type]
+    assert len({id(library), id(again), id(third)}) == 3
+    assert library_in_module(ctx, 1) is again and library_in_module(ctx, 2) is third  # type: ignore[arg-type]
     assert not again.path.exists() and again.path.name == library.path.name
     call, _, message = LIST_ERRORS[0][1:]
     assert _launch(list_library, call) != 0 and message in library.last_error()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -498,6 +499,71 @@ def test_copies_that_move_nothing_clear_placement(tmp_path: Path) -> None:
     assert any(n.endswith("moving the code does not move the time") for n in report.notes)
     before = _outside_band_run(tmp_path / "again", [PROVEN])
     assert any("no placement control" in n for n in investigate_folder(before).notes)
+
+
+def _across_modules(tmp_path: Path, reference_code: list[float], port_code: list[float]) -> Path:
+    """The 5 %-off run timed across modules: per module, the reference's code (its
+    modules, then the control's) and the port's, each module's samples around its own
+    ratio to the reference's median (tight: 9 samples within ±0.1 %)."""
+    folder = _outside_band_run(tmp_path, [PROVEN])
+    run = read_json(folder / "gpu_run.json")
+    first = run["perf"][0]
+    base = first["reference"]["median_us"]
+
+    def column(ratios: list[float]) -> dict[str, object]:
+        samples = [base * r * (1 + k / 10_000) for r in ratios for k in range(-4, 5)]
+        placements = [module for module in range(len(ratios)) for _ in range(9)]
+        return dict(
+            first["reference"],
+            median_us=statistics.median(samples),
+            min_us=min(samples),
+            samples=len(samples),
+            samples_us=samples,
+            sample_placements=placements,
+            median_interval_us=None,
+        )
+
+    half = len(reference_code) // 2
+    first["reference"] = column(reference_code[:half])
+    first["control"] = column(reference_code[half:])
+    first["port"] = column(port_code)
+    first["ratio_interval"] = [1.04, 1.06]
+    first["aa_band"] = [0.99, 1.01]
+    write_json(folder / "gpu_run.json", run)
+    return folder
+
+
+def test_the_same_code_spread_over_modules_names_module_placement(tmp_path: Path) -> None:
+    """Timed across modules: the reference's own code runs from 0.96 to 1.08 of itself
+    module by module, each module tight, so a port 5 % off lies within what moving the
+    code does."""
+    folder = _across_modules(tmp_path, [0.96, 1.0, 1.04, 1.08], [1.0, 1.1])
+    evidence = _placement_cause(folder)
+    assert "the reference's code from 4 modules runs at" in evidence
+    assert "the port's from 2 at" in evidence and "(within its modules' noise)" not in evidence
+
+
+def test_modules_within_their_noise_or_short_of_the_gap_clear_placement(tmp_path: Path) -> None:
+    """The same code's modules spanning only 0.99-1.01 do not reach a port 5 % off; the
+    modules of a run with one noisy module each are no evidence either."""
+    narrow = _across_modules(tmp_path, [0.99, 1.0, 1.0, 1.01], [1.05, 1.05])
+    report = investigate_folder(narrow)
+    assert not [c for c in report.causes if c.side is CauseSide.DEVICE]
+    assert any(n.endswith("does not account for the gap") for n in report.notes)
+    noisy = _across_modules(tmp_path / "noisy", [0.9, 1.1], [1.05, 1.05])
+    run = read_json(noisy / "gpu_run.json")
+    for side in ("reference", "control"):  # one module per side, its samples far apart
+        column = run["perf"][0][side]
+        column["samples_us"] = sorted(column["samples_us"])
+        spread = [v * (0.8 + 0.05 * k) for k, v in enumerate(column["samples_us"])]
+        column.update(
+            samples_us=spread,
+            median_us=statistics.median(spread),
+            min_us=min(spread),
+        )
+    write_json(noisy / "gpu_run.json", run)
+    notes = investigate_folder(noisy).notes
+    assert any("(within its modules' noise)" in n for n in notes)
 
 
 # --- the device side: the cubins both JITs compiled on the GPU host -----------------------

@@ -10,6 +10,7 @@ import itertools
 import math
 import random
 import statistics
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,12 @@ import pytest
 from pydantic import ValidationError
 
 from nodes.correctness.harness import CaseArrays
-from nodes.correctness.runner import GpuContext, sampling_policy, timed_contenders
+from nodes.correctness.runner import (
+    GpuContext,
+    library_in_module,
+    sampling_policy,
+    timed_contenders,
+)
 from nodes.perf_validator.bootstrap import (
     SamplingPolicy,
     geomean_interval,
@@ -48,7 +54,7 @@ from schemas.gpu import (
 from schemas.port_spec import Hints, ResolvedConfig, kernel_parameter_order, load_port_spec
 from schemas.reports import PerfReport, PerfRow, ReferenceBackend
 from schemas.verdicts import PerfVerdict
-from toolchain.cupti import CallTiming, Summary
+from toolchain.cupti import CallTiming, Summary, summarise
 from toolchain.env import REPO_ROOT
 
 KERNELS = REPO_ROOT / "examples" / "kernels"
@@ -132,9 +138,14 @@ def fake_context(operator: str) -> tuple[GpuContext, ResolvedConfig, Launches]:
         torch_equivalent=None,
         device="cuda:0",
         environment=SimpleNamespace(),
-        relocated_library=SimpleNamespace(call=library_call),
+        placements=PLACEMENTS,
+        # The library loaded again per module beyond the first (`library_in_module`).
+        library_copies=[SimpleNamespace(call=library_call) for _ in range(PLACEMENTS - 1)],
     )
     return ctx, resolved, launches
+
+
+PLACEMENTS = 3
 
 
 # --- the buffers each side is timed on ---------------------------------------------------
@@ -148,11 +159,12 @@ def test_port_reference_and_control_are_timed_on_the_same_buffers(operator: str)
     ctx, resolved, launches = fake_context(operator)
     arrays = case_arrays(resolved)
     contenders = timed_contenders(ctx, resolved, arrays)
-    labels = ["port", "reference", "control", "relocated", "port_relocated"]
+    labels = ["port", "reference", "control"]
     assert [c.label for c in contenders] == labels
     for contender in contenders:
-        contender.call()
-    assert len(launches.port) == 2 and len(launches.reference) == 3
+        for placement in range(contender.placements):
+            contender.placed(placement)()
+    assert len(launches.port) == PLACEMENTS and len(launches.reference) == 2 * PLACEMENTS
     port_call = launches.port[0]
     assert all(call == port_call for call in [*launches.port, *launches.reference])
     assert set(port_call) == set(resolved.arrays)
@@ -625,31 +637,102 @@ def test_a_hinted_reference_is_made_once_not_per_call() -> None:
     hinted = resolved.model_copy(update={"hints": Hints(occupancy=2)})
     contenders = timed_contenders(ctx, hinted, case_arrays(hinted))
     for _ in range(3):
-        for contender in contenders[1:3]:
-            contender.call()
-    assert made == [{"occupancy": 2}, {"occupancy": 2}]  # the hinted one, the relocated one
-    assert len(launched) == 6 and all(k is launched[0] for k in launched)
+        contenders[1].call()
+    # One per module of the reference and of the control, made when the sides are.
+    assert made == [{"occupancy": 2}] * (2 * PLACEMENTS)
+    assert len(launched) == 3 and all(k is launched[0] for k in launched)
+    timed_contenders(ctx, hinted, case_arrays(hinted))
+    assert len(made) == 2 * PLACEMENTS  # the next configuration with these hints: none
     plain = timed_contenders(ctx, resolved, case_arrays(resolved))
     plain[1].call()
-    assert launched[-1] is ctx.kernel and made[2:] == [{}]
+    assert launched[-1] is ctx.kernel and made[2 * PLACEMENTS :] == [{}] * (2 * PLACEMENTS - 1)
 
 
-def test_the_placement_control_is_the_same_code_in_a_module_of_its_own() -> None:
-    """The relocated side launches a kernel made once per set of hints, apart from the
-    reference's (its own JIT cache: its own module), with the reference's arguments."""
+def test_each_side_rotates_through_modules_of_its_own() -> None:
+    """The reference's modules, the control's and the port's are all different loads of
+    their code (the control is not the reference's module run twice, so the A/A band
+    holds what placement does), each made once per set of hints."""
     ctx, resolved, _ = fake_context("softmax")
     launched: list[Any] = []
     ctx.ct = SimpleNamespace(launch=lambda _s, _g, kernel, _a: launched.append(kernel))
     contenders = {c.label: c for c in timed_contenders(ctx, resolved, case_arrays(resolved))}
-    for _ in range(2):
-        contenders["reference"].call()
-        contenders["relocated"].call()
-    reference, relocated = launched[0], launched[1]
-    assert reference is ctx.kernel and relocated is not ctx.kernel
-    assert launched == [reference, relocated, reference, relocated]
-    again = timed_contenders(ctx, resolved, case_arrays(resolved))
-    again[3].call()
-    assert launched[-1] is relocated
+    for label in ("reference", "control"):
+        assert contenders[label].placements == PLACEMENTS
+        for placement in range(PLACEMENTS + 1):
+            contenders[label].placed(placement)()
+    reference, control = launched[: PLACEMENTS + 1], launched[PLACEMENTS + 1 :]
+    assert reference[0] is ctx.kernel and reference[-1] is reference[0]  # counted round
+    assert len({id(k) for k in reference[:-1] + control[:-1]}) == 2 * PLACEMENTS
+    again = {c.label: c for c in timed_contenders(ctx, resolved, case_arrays(resolved))}
+    again["control"].placed(1)()
+    assert launched[-1] is control[1]
+    libraries = {id(library_in_module(ctx, copy)) for copy in range(PLACEMENTS)}
+    assert len(libraries) == PLACEMENTS and id(ctx.library) in libraries
+
+
+class PlacedTimer(LoggingTimer):
+    """`LoggingTimer` that logs each window's label."""
+
+    @contextmanager
+    def window(self, label: str) -> Iterator[None]:
+        self.log.append(f"open {label}")
+        yield
+        self.taken.append(CallTiming(label, 1000, 1, ("k",)))
+
+
+def test_rounds_rotate_modules_in_whole_cycles_and_positions_per_cycle() -> None:
+    """With P modules per side, every module of every side runs equally often, the
+    untimed call before each timed one is from the same module, and over P x sides
+    rounds each module of each side is timed in each position once."""
+    log: list[str] = []
+    contenders = [
+        Contender(
+            label,
+            lambda label=label: log.append(f"{label}@0"),
+            {},
+            tuple(
+                (lambda label=label, p=p: log.append(f"{label}@{p}")) for p in range(1, PLACEMENTS)
+            ),
+        )
+        for label in ("port", "reference", "control")
+    ]
+    rounds, _ = measure_config(
+        FAKE_TORCH, PlacedTimer(log), "c", contenders, LoggingFlush(log), policy(), 1
+    )
+    assert rounds % PLACEMENTS == 0
+    opened = [i for i, event in enumerate(log) if event.startswith("open ")]
+    assert len(opened) == rounds * 3
+    positions: Counter[tuple[str, int]] = Counter()
+    for n, i in enumerate(opened):
+        placed = log[i].removeprefix("open c:")
+        assert (log[i - 2], log[i - 1], log[i + 1]) == (placed, "flush", placed)
+        positions[(placed, n % 3)] += 1
+    cycles = rounds // (PLACEMENTS * 3)
+    full = {key: count for key, count in positions.items() if count >= cycles}
+    assert len(full) == 3 * PLACEMENTS * 3 and min(full.values()) == cycles
+
+
+def test_a_side_across_modules_is_pooled_with_each_sample_s_module() -> None:
+    timings = [
+        CallTiming(f"c:port@{p}", 1000 * (2 + p), 1, ("k",)) for _ in range(2) for p in range(3)
+    ]
+    timings.append(CallTiming("c:port_other@0", 9000, 1, ("k",)))
+    found = summarise(timings, "c:port")
+    assert found is not None and found.samples == 6 and found.median_us == 3.0
+    assert found.placements == (0, 1, 2, 0, 1, 2)
+    column = TimingColumn(
+        median_us=3.0,
+        min_us=2.0,
+        launches_per_call=1,
+        samples=6,
+        samples_us=list(found.device_us),
+        sample_placements=list(found.placements),
+    )
+    assert column.placement_samples() == {0: [2.0, 2.0], 1: [3.0, 3.0], 2: [4.0, 4.0]}
+    with pytest.raises(ValidationError, match="2 placements for 6 samples"):
+        TimingColumn.model_validate({**column.model_dump(), "sample_placements": [0, 1]})
+    single = summarise([CallTiming("c:port", 2000, 1, ("k",))], "c:port")
+    assert single is not None and single.placements == ()
 
 
 class Buffer:
