@@ -645,6 +645,36 @@ def test_a_list_layout_needs_torch_tensors_throughout(list_library: ListLibrary)
 
 
 @pytest.mark.slow
+def test_a_list_layout_changes_with_any_member_or_the_split(list_library: ListLibrary) -> None:
+    """The repeated-call key of a list call: another dtype, extent or stride of any
+    member, or the same tensors split otherwise between two lists, is another layout;
+    the same facts at other addresses are the same layout, the addresses apart."""
+    wrapper = list_library.wrapper
+    device = SimpleNamespace(type="cuda", index=0)
+
+    def tensor(dtype: str = "torch.float16", shape: tuple[int, ...] = (4, 8)) -> IndexedTensor:
+        return IndexedTensor(OUT, dtype, shape, (shape[-1], 1), device)
+
+    a, b, c = tensor(), tensor(), tensor()
+    found = wrapper._list_layout(([a, b], [c]))
+    assert found is not None
+    index, layout, addresses = found
+    assert index == 0 and addresses == [OUT] * 3
+    others = [
+        ([a, tensor("torch.float32")], [c]),
+        ([a, tensor(shape=(4, 16))], [c]),
+        ([a, IndexedTensor(OUT, "torch.float16", (4, 8), (16, 1), device)], [c]),
+        ([a], [b, c]),
+    ]
+    for arrays in others:
+        other = wrapper._list_layout(arrays)
+        assert other is not None and other[1] != layout, arrays
+    moved = IndexedTensor(OUT + 0x1000, "torch.float16", (4, 8), (8, 1), device)
+    again = wrapper._list_layout(([a, moved], [c]))
+    assert again is not None and again[1] == layout and again[2] == [OUT, OUT + 0x1000, OUT]
+
+
+@pytest.mark.slow
 def test_the_library_loaded_again_has_statics_of_its_own(list_library: ListLibrary) -> None:
     """The port's modules beyond its first come from the bundle's library loaded again
     from a copy of its file: its own statics (here: its own last error), so its own
