@@ -526,6 +526,13 @@ def _python_wrapper(where: str, row: HostOverhead, found: _HostFindings) -> None
         )
     else:
         share = f"{python / gap:.0%} of the wrapper's {_us(gap)} over ct.launch's {_us(launch)}"
+    parts = ""
+    if row.port_key_us is not None and row.port_c_call_us is not None:
+        parts = (
+            f"; timed apart, the repeated-call key takes {_us(row.port_key_us)} and the C "
+            f"function alone {_us(row.port_c_call_us)} (the bare cffi call's other "
+            f"{_us(cffi - row.port_c_call_us)} is torch's current-stream lookup)"
+        )
     found.add(
         PerfCause(
             side=CauseSide.HOST,
@@ -533,7 +540,7 @@ def _python_wrapper(where: str, row: HostOverhead, found: _HostFindings) -> None
             evidence=f"{where}: the checked wrapper call costs {_us(wrapper)}, the bare cffi "
             f"call with prepared arguments {_us(cffi)}: {_us(python)} per call is Python "
             f"(the repeated-call key over every tensor's facts, the stream lookup, the cache "
-            f"look-up), {share}",
+            f"look-up), {share}{parts}",
             fix="cut the checked call's Python work: build the repeated-call key from fewer "
             "attribute reads (one data_ptr() and the shape and stride tuples per tensor, dtype "
             "and device compared by identity), skip the stream lookup when the caller passes "

@@ -447,6 +447,16 @@ class HostOverhead(_Strict):
     calls: int = Field(ge=1)
     port_wrapper_us: float | None = None
     port_cffi_us: float | None = Field(None, description="Pre-built descriptors, no checks.")
+    port_key_us: float | None = Field(
+        None,
+        description="The wrapper's repeated-call key alone: every tensor's facts read and "
+        "the key built (`Library._tensor_layout`), no C call.",
+    )
+    port_c_call_us: float | None = Field(
+        None,
+        description="The C function alone: pre-built descriptors and a stream handle cast "
+        "once (the bare cffi call without torch's current-stream lookup).",
+    )
     reference_launch_us: float | None = None
     port_graph_replay_us: float | None = None
     reference_graph_replay_us: float | None = None

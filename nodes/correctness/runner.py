@@ -876,8 +876,17 @@ def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
     def ct_launch() -> None:
         launch(current_stream(), grid, kernel, kernel_arguments)
 
+    stream = library.ffi.cast("void *", current_stream().cuda_stream)
+
+    def key_alone() -> None:
+        library._tensor_layout(ctx.operator, port_arrays)
+
+    def c_call_alone() -> None:
+        prepared.function(*prepared.arguments, *scalars, stream)
+
+    parts = {"port_key_us": key_alone, "port_c_call_us": c_call_alone}
     return host_overhead(
-        ctx.torch, resolved.name, HOST_OVERHEAD_CALLS, wrapper_call, cffi_call, ct_launch
+        ctx.torch, resolved.name, HOST_OVERHEAD_CALLS, wrapper_call, cffi_call, ct_launch, parts
     )
 
 
@@ -1197,7 +1206,9 @@ def _overhead_lines(run: GpuRunReport) -> list[str]:
             f"Host wall-clock per call ({item.config_id}, {item.calls} calls): "
             f"wrapper {_number(item.port_wrapper_us)} µs, "
             f"bare cffi {_number(item.port_cffi_us)} µs, "
-            f"ct.launch {_number(item.reference_launch_us)} µs; graph replay: "
+            f"ct.launch {_number(item.reference_launch_us)} µs; the wrapper's parts: "
+            f"key {_number(item.port_key_us)} µs, C call {_number(item.port_c_call_us)} µs; "
+            "graph replay: "
             f"port {_number(item.port_graph_replay_us)} µs, "
             f"reference {_number(item.reference_graph_replay_us)} µs.",
         ]

@@ -391,13 +391,19 @@ def host_overhead(
     port_wrapper: Callable[[], None],
     port_cffi: Callable[[], None],
     reference: Callable[[], None],
+    port_parts: dict[str, Callable[[], None]] | None = None,
 ) -> HostOverhead:
+    """Host time per call of the wrapper, the bare cffi call and `ct.launch`, interleaved,
+    with `port_parts` (HostOverhead's `port_key_us`, `port_c_call_us`: where the
+    wrapper's time goes) among them; then each side's CUDA graph replay and the driver
+    calls of one warm call of each."""
     notes: list[str] = []
     measured: dict[str, float | None] = {}
     eager = {
         "port_wrapper_us": port_wrapper,
         "port_cffi_us": port_cffi,
         "reference_launch_us": reference,
+        **(port_parts or {}),
     }
     try:
         measured.update(interleaved_wall_clock_us(torch, eager, calls))

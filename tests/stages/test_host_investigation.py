@@ -120,6 +120,14 @@ def test_the_recorded_run_names_the_python_wrapper(tmp_path: Path) -> None:
     assert f"(+{us(wrapper - launch)}) on {row['config_id']}" in report.summary
     assert any("no driver-call trace" in note for note in report.notes)
     assert any("CUDA graph replay was not measured" in note for note in report.notes)
+    assert "timed apart" not in cause.evidence  # the recorded run predates the parts
+    edit_host(folder, port_key_us=9.5, port_c_call_us=11.25)
+    [split] = investigate_host_overhead(load_run(folder)).causes
+    assert split.evidence.endswith(
+        "; timed apart, the repeated-call key takes 9.50 µs and the C function alone "
+        f"11.25 µs (the bare cffi call's other {us(cffi - 11.25)} is torch's current-stream "
+        "lookup)"
+    )
 
 
 def test_three_extra_pointer_checks_and_a_launcher_residual(tmp_path: Path) -> None:
