@@ -293,6 +293,8 @@ class TimingColumn(_Strict):
     def placement_samples(self) -> dict[int, list[float]]:
         """The kept samples by module, in module order; empty when from one module."""
         found: dict[int, list[float]] = {}
+        if not self.sample_placements:
+            return found
         for placement, sample in zip(self.sample_placements, self.samples_us, strict=True):
             found.setdefault(placement, []).append(sample)
         return dict(sorted(found.items()))

@@ -619,6 +619,26 @@ def _control_line(overall: BookOverall) -> str:
     )
 
 
+def _placements_line(book: ResultsBook) -> str:
+    """Which kernels were timed across modules per side (gpu-run --placements), which
+    from one module each."""
+    by_count: dict[int, list[str]] = {}
+    for kernel in book.kernels:
+        counts = [max(1, len(t.port.placement_samples())) for t in kernel.timings]
+        if counts:
+            by_count.setdefault(max(counts), []).append(kernel.name)
+    parts = [
+        f"{len(names)} kernel(s) from {count} module(s) per side"
+        + (f" ({', '.join(names)})" if count > 1 else "")
+        for count, names in sorted(by_count.items(), reverse=True)
+    ]
+    return (
+        "Modules per side (each side's code loaded into that many modules, rotated by round): "
+        + ("; ".join(parts) or "none timed")
+        + "."
+    )
+
+
 def book_markdown(book: ResultsBook) -> str:
     """The book as markdown: machines, chart, one row per kernel, overall, targets."""
     overall = book.overall
@@ -647,6 +667,8 @@ def book_markdown(book: ResultsBook) -> str:
         f"correct ({fraction}).",
         "",
         _control_line(overall),
+        "",
+        _placements_line(book),
         "",
         "Ratios are port / cuTile Python reference medians of CUPTI device time, with "
         "bootstrap 95 % intervals where the runs kept their samples; host figures are "

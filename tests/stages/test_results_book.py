@@ -123,7 +123,9 @@ def test_aggregates_match_the_json(runs: list[Path]) -> None:
             assert timing.reference.model_dump(exclude_unset=True) == row["reference"]
             assert timing.torch is not None
             assert timing.torch.model_dump(exclude_unset=True) == row["torch"]
-        assert [h.model_dump() for h in kernel.host_overhead] == run["host_overhead"]
+        assert [h.model_dump(exclude_unset=True) for h in kernel.host_overhead] == run[
+            "host_overhead"
+        ]
     assert book.overall.correct_fraction == 1.0
 
 
@@ -146,6 +148,27 @@ def test_the_a_a_control_is_the_noise_line(runs: list[Path]) -> None:
         geomean(factors[: len(book.kernels[0].timings)]), rel=1e-9
     )
     assert "A/A control (the reference timed twice" in book_markdown(book)
+
+
+def test_the_book_says_how_many_modules_each_kernel_was_timed_from(runs: list[Path]) -> None:
+    """Runs from before modules per side count one; a run whose port samples name their
+    module is listed with its count."""
+    assert f"{len(runs)} kernel(s) from 1 module(s) per side." in book_markdown(
+        build_book(runs, "h200")
+    )
+    run = read_json(runs[0] / "gpu_run.json")
+    for row in run["perf"]:
+        port = row["port"]
+        port.update(
+            samples=3,
+            samples_us=[port["min_us"], port["median_us"], port["median_us"]],
+            sample_placements=[0, 1, 2],
+            median_interval_us=None,
+        )
+    write_json(runs[0] / "gpu_run.json", run)
+    book = build_book(runs, "h200")
+    line = f"1 kernel(s) from 3 module(s) per side ({book.kernels[0].name})"
+    assert line in book_markdown(book)
 
 
 def test_machine_is_recorded_once(runs: list[Path]) -> None:
