@@ -25,7 +25,6 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -397,37 +396,22 @@ def _call_layout(
     return found, addresses
 
 
-_DTYPE = attrgetter("dtype")
-_EXTENTS = attrgetter("shape")
-_STRIDES = methodcaller("stride")
-_ADDRESS = methodcaller("data_ptr")
-
-
-def _read_layout(tensors: Sequence[Any], layout: list[object], addresses: list[int]) -> None:
-    """Appends the tensors' dtypes, then their extents, then their strides to `layout`,
-    and their addresses to `addresses`: one loop in C per fact (map over attrgetter and
-    methodcaller), with no Python frame and no tuple per tensor, since a repeated call
-    pays these reads for every tensor it is given (12 in a grouped GEMM's lists)."""
-    layout += map(_DTYPE, tensors)
-    layout += map(_EXTENTS, tensors)
-    layout += map(_STRIDES, tensors)
-    addresses += map(_ADDRESS, tensors)
-
-
 def _list_layout(arrays: tuple[object, ...]) -> tuple[int, tuple[object, ...], list[int]] | None:
-    """`Library._tensor_layout` for calls with lists of torch tensors: the facts of every
-    array and list member (`_read_layout`) with each list's length, every tensor's
-    address in parameter order, and the device index of the first tensor. None when
-    anything is not a plain torch tensor."""
+    """`Library._tensor_layout` for calls with lists of torch tensors: each list's
+    layout a tuple of its tensors', every tensor's address in parameter order, and the
+    device index of the first tensor. None when anything is not a plain torch tensor."""
     layout: list[object] = []
     addresses: list[int] = []
     try:
         for array in arrays:
             if isinstance(array, list | tuple):
-                _read_layout(array, layout, addresses)
-                layout.append(len(array))
+                members: Any = array
+                layout.append(tuple([(t.dtype, t.shape, t.stride()) for t in members]))
+                addresses += [t.data_ptr() for t in members]
             else:
-                _read_layout((array,), layout, addresses)
+                tensor: Any = array
+                layout.append((tensor.dtype, tensor.shape, tensor.stride()))
+                addresses.append(tensor.data_ptr())
         first: Any = _first_tensor(arrays)
         index = int(first.get_device())
     except (AttributeError, TypeError, ValueError):
@@ -628,14 +612,12 @@ class Library:
                 return None
             index, layout, addresses = found
         else:
-            read: list[object] = []
-            addresses = []
             try:
                 index = tensors[0].get_device()
-                _read_layout(tensors, read, addresses)
+                layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
+                addresses = [t.data_ptr() for t in tensors]
             except (AttributeError, IndexError, TypeError):
                 return None
-            layout = tuple(read)
         if index < 0:
             return None
         raw_stream = self._raw_stream or self._find_raw_stream()
