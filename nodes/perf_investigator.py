@@ -1203,14 +1203,55 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
     )
 
 
+LIST_WRITTEN_IN_THE_CALL: Final = "list written in the reference's call"
+
+
+def list_written_in_the_call(run: GpuRunReport) -> tuple[list[PerfCause], list[str]]:
+    """For each configuration where the port is slower outside its A/A band: does
+    `ct.launch` copy a list's data to the device in every call while the port's warm
+    call copies nothing (the driver-call traces of the host measurement)? The copy runs
+    in the timed call, after the L2 flush and just before the reference's kernel, so
+    that kernel reads its list from the L2; the port's table, written once, was
+    flushed and is read from device memory. Timing conditions differ, not code."""
+    traces = [driver_traces(row.notes) for row in run.host_overhead]
+    copied = [
+        reference
+        for port, reference in traces
+        if port is not None
+        and reference is not None
+        and not any(name.startswith(_LIST_COPY) for name in port.order)
+        and any(name.startswith(_LIST_COPY) for name in reference.order)
+    ]
+    if not copied:
+        return [], []
+    copy = next(name for name in copied[0].order if name.startswith(_LIST_COPY))
+    causes = [
+        PerfCause(
+            side=CauseSide.DEVICE,
+            category=LIST_WRITTEN_IN_THE_CALL,
+            evidence=f"{where}: one warm ct.launch call copies its list to the device "
+            f"({copy}, before its kernel, after the L2 flush) and the port's warm call "
+            "copies nothing (its table was written when its rows last changed): the "
+            "reference's kernel reads its list from the L2, the port's reads its table "
+            "from device memory after the flush",
+            fix="none in the kernel: the flush leaves only the port's table cold; a port "
+            "writing its table in every call would match, at the host cost of a copy per "
+            "call (target (e))",
+        )
+        for detail, where in outside_band(run)
+        if detail.ratio > 1
+    ]
+    return causes, []
+
+
 def investigate_run(run: GpuRunReport, *, run_id: str | None, attempt: int) -> InvestigationReport:
     """What one GPU run's figures alone say: the host overhead's investigation with the
-    launch attributes and the placement control of every configuration outside its A/A
-    band."""
+    launch attributes, the placement and the list copies of every configuration outside
+    its A/A band."""
     report = investigate_host_overhead(run, run_id=run_id, attempt=attempt)
     causes, notes = launch_attributes(run)
-    placed = module_placement(run)
-    causes, notes = causes + placed[0], notes + placed[1]
+    for found in (module_placement(run), list_written_in_the_call(run)):
+        causes, notes = causes + found[0], notes + found[1]
     return report.model_copy(
         update={"causes": [*report.causes, *causes], "notes": [*report.notes, *notes]}
     )

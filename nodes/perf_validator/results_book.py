@@ -586,7 +586,7 @@ def _stage_f_lines(book: ResultsBook) -> list[str]:
         "",
         "Port / reference where two identical kernels do not land: parameter layout, launch "
         "attributes (cluster dims, shared-memory carve-out), cubin metadata and the "
-        "placement control to compare.",
+        "modules each side ran from to compare.",
         "",
         f"{len(outside)} configuration(s); stage F names a cause for {named}, none yet for "
         f"{len(outside) - named}.",

@@ -574,6 +574,44 @@ def test_modules_within_their_noise_or_short_of_the_gap_clear_placement(tmp_path
     assert any("(within its modules' noise)" in n for n in notes)
 
 
+def _traced(folder: Path, port: str, reference: str) -> Path:
+    edit_host(
+        folder,
+        notes=[
+            f"driver calls of one warm port call: {len(port.split(', '))}: {port}",
+            f"driver calls of one warm ct.launch call: {len(reference.split(', '))}: {reference}",
+        ],
+    )
+    return folder
+
+
+def test_a_list_copied_in_the_reference_call_alone_is_a_device_cause(tmp_path: Path) -> None:
+    """ct.launch copies its list in the timed call (after the flush, before its kernel);
+    the port's warm call copies nothing: a slower port reads its table cold."""
+    copying = "cuStreamIsCapturing, cuMemcpyHtoDAsync_v2, cuLaunchKernelEx"
+    folder = _traced(
+        _outside_band_run(tmp_path, [PROVEN]), "cuStreamIsCapturing, cuLaunchKernel", copying
+    )
+    config = read_json(folder / "gpu_run.json")["perf"][0]["config_id"]
+    found = [c for c in investigate_folder(folder).causes if c.side is CauseSide.DEVICE]
+    listed = [c for c in found if c.category == "list written in the reference's call"]
+    assert len(listed) == 1
+    assert listed[0].evidence.startswith(
+        f"{config} (port/ref 1.0500): one warm ct.launch call copies its list to the device "
+        "(cuMemcpyHtoDAsync, before its kernel"
+    )
+    both = _traced(
+        _outside_band_run(tmp_path / "both", [PROVEN]),
+        "cuMemcpyHtoDAsync_v2, cuLaunchKernel",
+        copying,
+    )
+    assert not [
+        c
+        for c in investigate_folder(both).causes
+        if c.category == "list written in the reference's call"
+    ]
+
+
 # --- the device side: the cubins both JITs compiled on the GPU host -----------------------
 
 CUBINS = REPO_ROOT / (
