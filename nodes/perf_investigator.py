@@ -618,6 +618,11 @@ def _launcher_residual(
     )
 
 
+def _list_copies(trace: DriverTrace) -> list[str]:
+    """The host-to-device copies of one warm call (how a list reaches the device)."""
+    return [name for name in trace.order if name.startswith(_LIST_COPY)]
+
+
 def _list_table(
     where: str,
     row: HostOverhead,
@@ -625,13 +630,13 @@ def _list_table(
     reference: DriverTrace | None,
     found: _HostFindings,
 ) -> None:
-    copies = [name for name in port.order if name.startswith(_LIST_COPY)]
+    copies = _list_copies(port)
     if not copies:
         return
     written = _counted(port.calls, tuple(copies))
     if port.calls["cuStreamIsCapturing"]:
         written += ", after cuStreamIsCapturing"
-    also = reference is not None and any(n.startswith(_LIST_COPY) for n in reference.order)
+    also = reference is not None and bool(_list_copies(reference))
     evidence = f"{where}: each port call writes a list's device table ({written}), " + (
         "as ct.launch also does" if also else "which ct.launch does not"
     )
@@ -1120,12 +1125,7 @@ def _across_modules(detail: PerfDetail, where: str) -> tuple[PerfCause | None, s
     the port is from it. Otherwise placement does not account for the gap."""
     reference_range, port_range = detail.reference_code_range, detail.port_code_range
     assert reference_range is not None  # timed across modules
-    modules = [
-        samples
-        for column in (detail.reference, detail.control)
-        if column is not None
-        for samples in column.placement_samples().values()
-    ]
+    modules = detail.reference_code_modules
     slowest, fastest = max(modules, key=statistics.median), min(modules, key=statistics.median)
     apart = median_interval(slowest).low > median_interval(fastest).high
     spans = reference_range[0] <= detail.ratio <= reference_range[1]
@@ -1219,12 +1219,12 @@ def list_written_in_the_call(run: GpuRunReport) -> tuple[list[PerfCause], list[s
         for port, reference in traces
         if port is not None
         and reference is not None
-        and not any(name.startswith(_LIST_COPY) for name in port.order)
-        and any(name.startswith(_LIST_COPY) for name in reference.order)
+        and not _list_copies(port)
+        and _list_copies(reference)
     ]
     if not copied:
         return [], []
-    copy = next(name for name in copied[0].order if name.startswith(_LIST_COPY))
+    copy = _list_copies(copied[0])[0]
     causes = [
         PerfCause(
             side=CauseSide.DEVICE,

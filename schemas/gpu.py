@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -410,15 +410,18 @@ class PerfDetail(_Strict):
         modules, each over the reference's median; None from one module per side."""
         medians = [
             statistics.median(found) / self.reference.median_us
-            for column in columns
-            if column is not None
-            for found in column.placement_samples().values()
+            for found in _module_samples(columns)
         ]
         return (min(medians), max(medians)) if len(medians) > 1 else None
 
     @property
+    def reference_code_modules(self) -> list[list[float]]:
+        """Each module's samples of the reference's code: its modules and the control's."""
+        return _module_samples((self.reference, self.control))
+
+    @property
     def reference_code_range(self) -> Band | None:
-        """`module_range` of the reference's code: its modules and the control's."""
+        """`module_range` of the reference's code."""
         return self.module_range(self.reference, self.control)
 
     @property
@@ -439,6 +442,15 @@ class PerfDetail(_Strict):
         if problems:
             raise ValueError("contenders timed on different buffers: " + "; ".join(problems))
         return self
+
+
+def _module_samples(columns: Iterable[TimingColumn | None]) -> list[list[float]]:
+    return [
+        found
+        for column in columns
+        if column is not None
+        for found in column.placement_samples().values()
+    ]
 
 
 class HostOverhead(_Strict):

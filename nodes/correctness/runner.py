@@ -1185,7 +1185,7 @@ def _perf_table(run: GpuRunReport) -> list[str]:
             "-" if found is None else f"{found[0]:.4f} to {found[1]:.4f}"
             for found in (row.reference_code_range, row.port_code_range)
         )
-        relocated = f"{row.placements}: {ranges}"
+        modules = f"{row.placements}: {ranges}"
         ratio = f"{row.ratio:.4f}{band_text(row.ratio_interval)}"
         ratio += " **outside the A/A band: stage F**" if row.outside_aa_band else ""
         rounds = "-" if row.rounds is None else str(row.rounds)
@@ -1193,7 +1193,7 @@ def _perf_table(run: GpuRunReport) -> list[str]:
         launches = f"{row.port.launches_per_call:g}/{row.reference.launches_per_call:g}"
         lines.append(
             f"| {row.config_id} | {row.port.median_us:.2f} | {row.reference.median_us:.2f} | "
-            f"{eager} | {ratio} | {control} | {relocated} | {rounds} | {launches} |"
+            f"{eager} | {ratio} | {control} | {modules} | {rounds} | {launches} |"
         )
     return lines
 
