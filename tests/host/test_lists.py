@@ -497,6 +497,9 @@ class FakeTensor:
     def data_ptr(self) -> int:
         return self.address
 
+    def size(self) -> tuple[int, ...]:
+        return self.shape
+
     def stride(self) -> tuple[int, ...]:
         return self.strides
 
@@ -623,43 +626,63 @@ def test_a_repeated_list_call_keeps_its_table_owned_until_it_dies(
     assert prepared.addresses == [t.address for t in moved] + [OUT]
     assert recording.calls == [("tileport_table_owned", TABLE)]
     library._repeated.clear()
+    library._last_repeated.clear()
     library._checked.clear()
     del prepared, allocated[:]
     gc.collect()
     assert recording.calls[-1] == ("tileport_table_released", TABLE)
 
 
+def _layout_of(list_library: ListLibrary, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`Library._tensor_layout` of the list operator, torch's current stream stood in."""
+    library = list_library.library
+    monkeypatch.setattr(library, "_raw_stream", lambda index: 0x5000 + index)
+    return lambda arrays: library._tensor_layout("pick_rows", arrays)
+
+
 @pytest.mark.slow
-def test_a_list_layout_needs_torch_tensors_throughout(list_library: ListLibrary) -> None:
-    """Anything else in a list (a descriptor, a duck-typed array without `get_device`,
-    an empty list) leaves the call to the checked path."""
+def test_a_list_layout_needs_torch_tensors_throughout(
+    list_library: ListLibrary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anything else in a list (a descriptor, a duck-typed array without `get_device`
+    first, an empty list, a TensorList, a CPU tensor) leaves the call to the checked
+    path."""
     wrapper = list_library.wrapper
+    layout = _layout_of(list_library, monkeypatch)
     device = SimpleNamespace(type="cuda", index=0)
     tensor = IndexedTensor(OUT, "torch.float16", (ARRAYS, COLS), (COLS, 1), device)
     plain = FakeTensor(OUT, "torch.float16", (ARRAYS, COLS), (COLS, 1), device)
-    assert wrapper._list_layout(([tensor, tensor], tensor)) is not None
-    assert wrapper._list_layout(([tensor, plain], tensor)) is not None  # first keys device
-    assert wrapper._list_layout(([plain, tensor], tensor)) is None
-    assert wrapper._list_layout(([], tensor)) is None
-    assert wrapper._list_layout((wrapper.TensorList([tensor], tensor), tensor)) is None
+    on_host = IndexedTensor(
+        OUT, "torch.float16", (ARRAYS, COLS), (COLS, 1), SimpleNamespace(index=-1)
+    )
+    descriptor = wrapper.TensorDescriptor.contiguous(OUT, "float16", (ARRAYS, COLS))
+    assert layout(([tensor, tensor], tensor)) is not None
+    assert layout(([tensor, plain], tensor)) is not None  # the first keys the device
+    assert layout(([plain, tensor], tensor)) is None
+    assert layout(([], tensor)) is None
+    assert layout((wrapper.TensorList([tensor], tensor), tensor)) is None
+    assert layout(([tensor, descriptor], tensor)) is None
+    assert layout(([on_host], tensor)) is None
 
 
 @pytest.mark.slow
-def test_a_list_layout_changes_with_any_member_or_the_split(list_library: ListLibrary) -> None:
+def test_a_list_layout_changes_with_any_member_or_the_split(
+    list_library: ListLibrary, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The repeated-call key of a list call: another dtype, extent or stride of any
     member, or the same tensors split otherwise between two lists, is another layout;
     the same facts at other addresses are the same layout, the addresses apart."""
-    wrapper = list_library.wrapper
+    layout = _layout_of(list_library, monkeypatch)
     device = SimpleNamespace(type="cuda", index=0)
 
     def tensor(dtype: str = "torch.float16", shape: tuple[int, ...] = (4, 8)) -> IndexedTensor:
         return IndexedTensor(OUT, dtype, shape, (shape[-1], 1), device)
 
     a, b, c = tensor(), tensor(), tensor()
-    found = wrapper._list_layout(([a, b], [c]))
+    found = layout(([a, b], [c]))
     assert found is not None
-    index, layout, addresses = found
-    assert index == 0 and addresses == [OUT] * 3
+    key, addresses = found
+    assert key[:2] == ("pick_rows", 0x5000) and addresses == [OUT] * 3
     others = [
         ([a, tensor("torch.float32")], [c]),
         ([a, tensor(shape=(4, 16))], [c]),
@@ -667,11 +690,11 @@ def test_a_list_layout_changes_with_any_member_or_the_split(list_library: ListLi
         ([a], [b, c]),
     ]
     for arrays in others:
-        other = wrapper._list_layout(arrays)
-        assert other is not None and other[1] != layout, arrays
+        other = layout(arrays)
+        assert other is not None and other[0] != key, arrays
     moved = IndexedTensor(OUT + 0x1000, "torch.float16", (4, 8), (8, 1), device)
-    again = wrapper._list_layout(([a, moved], [c]))
-    assert again is not None and again[1] == layout and again[2] == [OUT, OUT + 0x1000, OUT]
+    again = layout(([a, moved], [c]))
+    assert again is not None and again[0] == key and again[1] == [OUT, OUT + 0x1000, OUT]
 
 
 @pytest.mark.slow

@@ -36,6 +36,9 @@ class FakeTensor:
     def data_ptr(self) -> int:
         return self.address
 
+    def size(self) -> tuple[int, ...]:
+        return self.shape
+
     def stride(self) -> tuple[int, ...]:
         return self.strides
 
@@ -295,3 +298,58 @@ def test_plain_tensors_on_the_current_stream_are_found_by_their_layout_alone(
     with pytest.raises(wrapper.TileportDeviceError):
         library.call("softmax", (_on_device(0x7F00_0000_0000), _on_device(0x7F00_1000_0000)), (), 7)
     assert len(library._repeated) == 2 and seen == [(0x7F00_2000_0000, 0x7F00_3000_0000, 0x5000)]
+
+
+def test_alternating_layouts_each_get_their_own_prepared_call(
+    library: Any, wrapper: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's last repeated call is looked at before the kept ones: calls that
+    alternate between two layouts, or come from another thread, still each reach the
+    prepared call of their own layout, with their own addresses."""
+    library._checked.clear()
+    library._repeated.clear()
+    library._last_repeated.clear()
+    monkeypatch.setattr(library, "_raw_stream", lambda index: 0x5000)
+    narrow = (ROWS, COLS)
+    wide = (ROWS, 2 * COLS)
+    seen: list[tuple[int, int, int]] = []
+
+    def pair(base: int, shape: tuple[int, int]) -> tuple[Any, Any]:
+        return _on_device(base, shape), _on_device(base + 0x1000_0000, shape)
+
+    for shape in (narrow, wide):
+        with pytest.raises(wrapper.TileportDeviceError):  # no GPU here: the C side refuses
+            library.call("softmax", pair(0x7F00_0000_0000, shape))
+
+    def recording(columns: int) -> Any:
+        def recorded(x: Any, y: Any, stream: Any) -> int:
+            seen.append((columns, int(x.data), int(y.data)))
+            return 0
+
+        return recorded
+
+    for prepared in library._repeated.values():
+        monkeypatch.setattr(prepared, "function", recording(prepared.arguments[0].shape[1]))
+    monkeypatch.setattr(library, "prepare", lambda *a: pytest.fail("prepared again"))
+    calls = [(0x7F00_2000_0000, narrow), (0x7F00_4000_0000, wide), (0x7F00_6000_0000, narrow)]
+    for base, shape in calls:
+        library.call("softmax", pair(base, shape))
+    assert seen == [(shape[1], base, base + 0x1000_0000) for base, shape in calls]
+    assert len(library._repeated) == 2
+    (last_key, last) = library._last_repeated["softmax"]
+    assert last.addresses == [0x7F00_6000_0000, 0x7F00_7000_0000] and last_key[4] == narrow
+    # Another thread's call is another key: it is prepared on its own, not the last one.
+    monkeypatch.setattr(library, "prepare", wrapper.Library.prepare.__get__(library))
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            library.call("softmax", pair(0x7F00_8000_0000, narrow))
+        except wrapper.TileportDeviceError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and len(library._repeated) == 3
+    assert last.addresses == [0x7F00_6000_0000, 0x7F00_7000_0000]

@@ -396,27 +396,38 @@ def _call_layout(
     return found, addresses
 
 
-def _list_layout(arrays: tuple[object, ...]) -> tuple[int, tuple[object, ...], list[int]] | None:
-    """`Library._tensor_layout` for calls with lists of torch tensors: each list's
-    layout a tuple of its tensors', every tensor's address in parameter order, and the
-    device index of the first tensor. None when anything is not a plain torch tensor."""
-    layout: list[object] = []
+def _plain_facts(operator: str, tensors: Any) -> tuple[list[object], list[int]]:
+    """What the repeated-call key of plain torch tensors holds after the operator: each
+    tensor's dtype, extents and strides, one flat list (fewer objects to build, hash
+    and compare than a tuple each); and every tensor's address."""
+    facts: list[object] = [operator]
+    fact = facts.append
+    for tensor in tensors:
+        # size(): the same torch.Size as `shape`, read faster.
+        fact(tensor.dtype)
+        fact(tensor.size())
+        fact(tensor.stride())
+    return facts, [tensor.data_ptr() for tensor in tensors]
+
+
+def _list_facts(operator: str, arrays: tuple[object, ...]) -> tuple[list[object], list[int]]:
+    """`_plain_facts` for calls with lists of torch tensors: a list's length, then its
+    tensors' facts (so the same tensors split otherwise are another layout); every
+    tensor's address in parameter order."""
+    facts: list[object] = [operator]
     addresses: list[int] = []
-    try:
-        for array in arrays:
-            if isinstance(array, list | tuple):
-                members: Any = array
-                layout.append(tuple([(t.dtype, t.shape, t.stride()) for t in members]))
-                addresses += [t.data_ptr() for t in members]
-            else:
-                tensor: Any = array
-                layout.append((tensor.dtype, tensor.shape, tensor.stride()))
-                addresses.append(tensor.data_ptr())
-        first: Any = _first_tensor(arrays)
-        index = int(first.get_device())
-    except (AttributeError, TypeError, ValueError):
-        return None
-    return index, tuple(layout), addresses
+    fact, address = facts.append, addresses.append
+    for array in arrays:
+        members: Any = (array,)
+        if isinstance(array, list | tuple):
+            members = array
+            fact(len(array))
+        for tensor in members:
+            fact(tensor.dtype)
+            fact(tensor.size())
+            fact(tensor.stride())
+            address(tensor.data_ptr())
+    return facts, addresses
 
 
 def _first_tensor(arrays: tuple[object, ...]) -> object:
@@ -483,6 +494,8 @@ class Library:
         self._checked: dict[tuple[object, ...], PreparedCall] = {}
         # The same for plain torch tensors on the current stream, by `_tensor_layout`.
         self._repeated: dict[tuple[object, ...], PreparedCall] = {}
+        # Each operator's last repeated call and its key, looked at first.
+        self._last_repeated: dict[str, tuple[tuple[object, ...], PreparedCall]] = {}
         self._raw_stream: Any = None
         built = int(self.lib.tileport_abi_fingerprint())
         if built != FINGERPRINT:
@@ -588,10 +601,7 @@ class Library:
         if found is None:
             prepared = self._checked_call(operator, arrays, stream)
         else:
-            key, addresses = found
-            prepared = _kept(
-                self._repeated, key, addresses, lambda: self._checked_call(operator, arrays, key[1])
-            )
+            prepared = self._repeated_call(operator, arrays, *found)
         status = int(prepared.function(*prepared.arguments, *scalars, prepared.stream))
         if status:
             self.raise_for(status)
@@ -599,31 +609,51 @@ class Library:
     def _tensor_layout(
         self, operator: str, arrays: tuple[object, ...]
     ) -> tuple[tuple[object, ...], list[int]] | None:
-        """The repeated-call key of plain CUDA torch tensors on the current stream, with
-        their addresses: each tensor's dtype, extents and strides, the stream and the
-        thread (a hit rewrites the shared descriptors' addresses). The fewest reads
-        that decide the checks: where each tensor lives, the library checks on every
-        call against the allocations it verified. None for anything else (a list, a
-        descriptor, a CPU tensor), which `_call_layout` keys."""
+        """The repeated-call key of plain CUDA torch tensors (and lists of them) on the
+        current stream, with their addresses: the operator, the stream, the thread (a
+        hit rewrites the shared descriptors' addresses), then each tensor's dtype,
+        extents and strides. The fewest reads that decide the checks: where each tensor
+        lives, the library checks on every call against the allocations it verified.
+        None for anything else (a descriptor, a TensorList, a CPU tensor), which
+        `_call_layout` keys."""
         tensors: Any = arrays
-        if operator in _WITH_LISTS:
-            found = _list_layout(arrays)
-            if found is None:
+        try:
+            if operator in _WITH_LISTS:
+                facts, addresses = _list_facts(operator, arrays)
+                first: Any = _first_tensor(arrays)
+            else:
+                facts, addresses = _plain_facts(operator, tensors)
+                first = tensors[0]
+            index = first.get_device()
+            if index < 0:
                 return None
-            index, layout, addresses = found
-        else:
-            try:
-                index = tensors[0].get_device()
-                layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
-                addresses = [t.data_ptr() for t in tensors]
-            except (AttributeError, IndexError, TypeError):
-                return None
-        if index < 0:
+        except (AttributeError, IndexError, TypeError):
             return None
         raw_stream = self._raw_stream or self._find_raw_stream()
         if raw_stream is None:
             return None
-        return (operator, raw_stream(index), threading.get_ident(), layout), addresses
+        facts[1:1] = (raw_stream(index), threading.get_ident())
+        return tuple(facts), addresses
+
+    def _repeated_call(
+        self,
+        operator: str,
+        arrays: tuple[object, ...],
+        key: tuple[object, ...],
+        addresses: list[int],
+    ) -> PreparedCall:
+        """The prepared call of a layout called before, its addresses rewritten: the
+        operator's last one when the key is its key (comparing one key costs less than
+        hashing it, and a caller mostly repeats its last call), else the one kept
+        under the key."""
+        last = self._last_repeated.get(operator)
+        if last is not None and last[0] == key:
+            return _rebound(last[1], addresses)
+        prepared = _kept(
+            self._repeated, key, addresses, lambda: self._checked_call(operator, arrays, key[1])
+        )
+        self._last_repeated[operator] = (key, prepared)
+        return prepared
 
     def _find_raw_stream(self) -> Any:
         """torch's current-stream handle by device index (no torch.device, no Stream)."""
@@ -699,7 +729,13 @@ def _kept(
         if len(kept) >= CHECKED_CALLS_KEPT:
             kept.clear()
         kept[key] = prepared
-    elif prepared.addresses != addresses:
+        return prepared
+    return _rebound(prepared, addresses)
+
+
+def _rebound(prepared: PreparedCall, addresses: list[int]) -> PreparedCall:
+    """A kept call with its addresses rewritten where they moved."""
+    if prepared.addresses != addresses:
         prepared.rebind(addresses)
     return prepared
 
