@@ -497,9 +497,6 @@ class FakeTensor:
     def data_ptr(self) -> int:
         return self.address
 
-    def size(self) -> tuple[int, ...]:
-        return self.shape
-
     def stride(self) -> tuple[int, ...]:
         return self.strides
 

@@ -396,38 +396,22 @@ def _call_layout(
     return found, addresses
 
 
-def _plain_facts(operator: str, tensors: Any) -> tuple[list[object], list[int]]:
-    """What the repeated-call key of plain torch tensors holds after the operator: each
-    tensor's dtype, extents and strides, one flat list (fewer objects to build, hash
-    and compare than a tuple each); and every tensor's address."""
-    facts: list[object] = [operator]
-    fact = facts.append
-    for tensor in tensors:
-        # size(): the same torch.Size as `shape`, read faster.
-        fact(tensor.dtype)
-        fact(tensor.size())
-        fact(tensor.stride())
-    return facts, [tensor.data_ptr() for tensor in tensors]
-
-
-def _list_facts(operator: str, arrays: tuple[object, ...]) -> tuple[list[object], list[int]]:
-    """`_plain_facts` for calls with lists of torch tensors: a list's length, then its
-    tensors' facts (so the same tensors split otherwise are another layout); every
-    tensor's address in parameter order."""
-    facts: list[object] = [operator]
+def _list_layout(arrays: tuple[object, ...]) -> tuple[tuple[object, ...], list[int]]:
+    """The layout part of `Library._tensor_layout`'s key for calls with lists of torch
+    tensors: each list's a tuple of its tensors' (so the same tensors split otherwise
+    are another layout); and every tensor's address in parameter order."""
+    layout: list[object] = []
     addresses: list[int] = []
-    fact, address = facts.append, addresses.append
     for array in arrays:
-        members: Any = (array,)
         if isinstance(array, list | tuple):
-            members = array
-            fact(len(array))
-        for tensor in members:
-            fact(tensor.dtype)
-            fact(tensor.size())
-            fact(tensor.stride())
-            address(tensor.data_ptr())
-    return facts, addresses
+            members: Any = array
+            layout.append(tuple([(t.dtype, t.shape, t.stride()) for t in members]))
+            addresses += [t.data_ptr() for t in members]
+        else:
+            tensor: Any = array
+            layout.append((tensor.dtype, tensor.shape, tensor.stride()))
+            addresses.append(tensor.data_ptr())
+    return tuple(layout), addresses
 
 
 def _first_tensor(arrays: tuple[object, ...]) -> object:
@@ -611,18 +595,21 @@ class Library:
     ) -> tuple[tuple[object, ...], list[int]] | None:
         """The repeated-call key of plain CUDA torch tensors (and lists of them) on the
         current stream, with their addresses: the operator, the stream, the thread (a
-        hit rewrites the shared descriptors' addresses), then each tensor's dtype,
+        hit rewrites the shared descriptors' addresses) and each tensor's dtype,
         extents and strides. The fewest reads that decide the checks: where each tensor
         lives, the library checks on every call against the allocations it verified.
         None for anything else (a descriptor, a TensorList, a CPU tensor), which
         `_call_layout` keys."""
         tensors: Any = arrays
         try:
+            # Comprehensions of plain reads: what CPython 3.12 runs fastest (a flat
+            # list built by appends, or size() for shape, ran slower there).
             if operator in _WITH_LISTS:
-                facts, addresses = _list_facts(operator, arrays)
+                layout, addresses = _list_layout(arrays)
                 first: Any = _first_tensor(arrays)
             else:
-                facts, addresses = _plain_facts(operator, tensors)
+                layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
+                addresses = [t.data_ptr() for t in tensors]
                 first = tensors[0]
             index = first.get_device()
             if index < 0:
@@ -632,8 +619,7 @@ class Library:
         raw_stream = self._raw_stream or self._find_raw_stream()
         if raw_stream is None:
             return None
-        facts[1:1] = (raw_stream(index), threading.get_ident())
-        return tuple(facts), addresses
+        return (operator, raw_stream(index), threading.get_ident(), layout), addresses
 
     def _repeated_call(
         self,
