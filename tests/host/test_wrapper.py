@@ -190,6 +190,25 @@ def _on_device(address: int, shape: tuple[int, int] = (ROWS, COLS)) -> TorchTens
     return TorchTensor(address, "torch.float32", shape, (shape[1], 1), FakeDevice("cuda"))
 
 
+def _refusals_in_another_thread(
+    library: Any, wrapper: ModuleType, arrays: tuple[Any, ...]
+) -> list[BaseException]:
+    """The device refusals of a softmax call on `arrays` made from a thread of its own
+    (no GPU here: a call that reaches the C side is refused there)."""
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            library.call("softmax", arrays)
+        except wrapper.TileportDeviceError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    return errors
+
+
 def test_a_call_of_the_same_layout_reuses_its_checks_with_the_new_addresses(
     library: Any, wrapper: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,18 +242,9 @@ def test_a_call_of_the_same_layout_reuses_its_checks_with_the_new_addresses(
         library.call("softmax", wider)
     assert len(library._checked) == 2
     # The fast path rewrites shared descriptors: each thread has its own.
-    errors: list[BaseException] = []
-
-    def other_thread() -> None:
-        try:
-            library.call("softmax", (_on_device(0x7F00_6000_0000), _on_device(0x7F00_7000_0000)))
-        except wrapper.TileportDeviceError as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=other_thread)
-    worker.start()
-    worker.join()
-    assert len(errors) == 1 and len(library._checked) == 3
+    arrays = (_on_device(0x7F00_6000_0000), _on_device(0x7F00_7000_0000))
+    assert len(_refusals_in_another_thread(library, wrapper, arrays)) == 1
+    assert len(library._checked) == 3
     assert prepared.addresses == [0x7F00_4000_0000, 0x7F00_5000_0000]
 
 
@@ -337,16 +347,7 @@ def test_alternating_layouts_each_get_their_own_prepared_call(
     assert last.addresses == [0x7F00_6000_0000, 0x7F00_7000_0000] and last_key[3][0][1] == narrow
     # Another thread's call is another key: it is prepared on its own, not the last one.
     monkeypatch.setattr(library, "prepare", wrapper.Library.prepare.__get__(library))
-    errors: list[BaseException] = []
-
-    def other_thread() -> None:
-        try:
-            library.call("softmax", pair(0x7F00_8000_0000, narrow))
-        except wrapper.TileportDeviceError as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=other_thread)
-    worker.start()
-    worker.join()
-    assert len(errors) == 1 and len(library._repeated) == 3
+    arrays = pair(0x7F00_8000_0000, narrow)
+    assert len(_refusals_in_another_thread(library, wrapper, arrays)) == 1
+    assert len(library._repeated) == 3
     assert last.addresses == [0x7F00_6000_0000, 0x7F00_7000_0000]
