@@ -73,7 +73,7 @@ def _gpu_run(args: argparse.Namespace) -> int:
 
 
 def _gpu_bundle(args: argparse.Namespace) -> int:
-    from toolchain.gpu_bundle import build_from_args
+    from nodes.host_builder.bundle import build_from_args
 
     if (args.spec is None) == (args.runs is None):
         print("gpu bundle: give a SPEC or --runs RUN_DIR..., not both", file=sys.stderr)
@@ -162,7 +162,7 @@ def _investigate(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from nodes.correctness.runner import add_arguments
-    from toolchain.gpu_bundle import add_build_arguments
+    from nodes.host_builder.bundle import add_build_arguments
 
     run = subparsers.add_parser(
         "gpu-run",

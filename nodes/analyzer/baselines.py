@@ -1,7 +1,7 @@
 """Timing the reference kernels, when (and only when) a GPU is present.
 
 The analyzer does not measure anything itself: a GPU job runner does. It is
-looked up as `toolchain.gpu_bundle.time_reference_baselines(spec_path,
+looked up as `nodes.host_builder.bundle.time_reference_baselines(spec_path,
 analysis, run_dir) -> list[BaselineTiming]`; while that hook is absent, or
 there is no GPU, or `--no-gpu` was given, the analysis carries no baseline and
 says why in one line. Nothing is ever estimated in place of a measurement.
@@ -20,7 +20,7 @@ from toolchain.doctor import check_gpu
 
 BaselineTimer = Callable[[Path, KernelAnalysis, Path], list[BaselineTiming]]
 
-TIMER_MODULE: Final = "toolchain.gpu_bundle"
+TIMER_MODULE: Final = "nodes.host_builder.bundle"
 TIMER_FUNCTION: Final = "time_reference_baselines"
 
 

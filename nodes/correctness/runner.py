@@ -1,6 +1,6 @@
 """The GPU job runner: `tileport gpu-run BUNDLE [--out DIR]`.
 
-A bundle (see `toolchain.gpu_bundle`) holds the built library, its generated
+A bundle (see `nodes.host_builder.bundle`) holds the built library, its generated
 wrapper, the port spec, the reference kernel and its correctness reference.
 On a GPU host this module runs, in order:
 

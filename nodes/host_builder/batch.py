@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodes.host_builder.binding import BindingError, bind_operator
+from nodes.host_builder.bundle import BuiltBundle, BundleBuildError, build_bundle
 from nodes.host_builder.library import (
     LibraryBuildError,
     LibraryCrate,
@@ -32,7 +33,6 @@ from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.host_builder.stage import BUNDLE_DIR, WORKSPACE_DIR
 from schemas.gpu import LIBRARY_FILE, BundleManifest, LiteralDispatch
 from schemas.port_spec import PortSpecError, load_port_spec
-from toolchain.gpu_bundle import BuiltBundle, BundleBuildError, build_bundle
 
 MANIFEST = "manifest.json"
 

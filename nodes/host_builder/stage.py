@@ -37,6 +37,7 @@ from nodes.host_builder.binding import (
     OperatorBinding,
     bind_operator,
 )
+from nodes.host_builder.bundle import BundleBuildError, build_bundle
 from nodes.host_builder.library import (
     LibraryBuildError,
     LibraryCrate,
@@ -67,7 +68,6 @@ from schemas.reports import (
 from schemas.run_layout import RunLayout
 from schemas.state import PipelineState, StageResult
 from schemas.verdicts import CorrectnessVerdict, FailureClass, HostBuildVerdict
-from toolchain.gpu_bundle import BundleBuildError, build_bundle
 
 BUNDLE_DIR = "bundle"
 WORKSPACE_DIR = "library"  # under host/: the cargo workspace the run's library is built in

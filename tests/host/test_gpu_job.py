@@ -15,6 +15,7 @@ import pytest
 
 from nodes.correctness.runner import EXIT_BAD_BUNDLE, EXIT_BLOCKED, BundleError, load_bundle
 from nodes.host_builder import run as run_host_builder
+from nodes.host_builder.bundle import SIZE_LIMIT_BYTES, build_bundle, runner_modules
 from nodes.host_builder.library import CHECKOUT, create_workspace, read_manifest
 from nodes.perf_validator import run as run_perf_validator
 from schemas.gpu import BundleManifest, GpuRunReport
@@ -23,7 +24,6 @@ from schemas.state import PipelineState
 from schemas.verdicts import CorrectnessVerdict, FailureClass, HostBuildVerdict, PerfVerdict
 from toolchain.cupti import KernelRecord, Window, attribute, launch_attributes, summarise
 from toolchain.env import REPO_ROOT
-from toolchain.gpu_bundle import SIZE_LIMIT_BYTES, build_bundle, runner_modules
 
 SPEC = REPO_ROOT / "examples" / "kernels" / "softmax.port.yaml"
 NO_GPU_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}

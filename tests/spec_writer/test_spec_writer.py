@@ -229,7 +229,7 @@ def test_a_gpu_bundle_carries_the_library_modules_the_kernel_needs(
     """What `tileport gpu-bundle` packs for a library spec: the kernel's module and what
     it imports, and the spec reading them there; the GPU runner slices the kernel out
     of that copy as the export did."""
-    from toolchain.gpu_bundle import _copy_library
+    from nodes.host_builder.bundle import _copy_library
 
     written, _ = write_specs(RECORDS, library, tmp_path / "specs")
     spec_path = written[0].path

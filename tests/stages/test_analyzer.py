@@ -245,7 +245,12 @@ def test_baselines_join_the_analysis_when_a_runner_times_them(tmp_path: Path) ->
     [
         (True, "H200", True, "--no-gpu was given"),
         (False, None, True, "no GPU on this machine"),
-        (False, "H200", False, "no runner provides toolchain.gpu_bundle.time_reference_baselines"),
+        (
+            False,
+            "H200",
+            False,
+            "no runner provides nodes.host_builder.bundle.time_reference_baselines",
+        ),
     ],
 )
 def test_baselines_say_why_they_are_absent(

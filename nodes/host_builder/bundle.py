@@ -1,6 +1,6 @@
 """Builds a GPU job bundle: everything `tileport gpu-run` needs on a GPU host.
 
-    python -m toolchain.gpu_bundle build examples/kernels/softmax.port.yaml --out DIR
+    python -m nodes.host_builder.bundle build examples/kernels/softmax.port.yaml --out DIR
 
 The GPU host has python3, torch, cuda.tile, cupti-python, cffi and pydantic,
 but neither cargo nor this package. So the bundle carries the library built
@@ -339,7 +339,7 @@ def build_from_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m toolchain.gpu_bundle")
+    parser = argparse.ArgumentParser(prog="python -m nodes.host_builder.bundle")
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build a GPU job bundle")
     add_build_arguments(build)
