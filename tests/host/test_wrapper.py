@@ -337,6 +337,7 @@ def test_alternating_layouts_each_get_their_own_prepared_call(
 
     for prepared in library._repeated.values():
         monkeypatch.setattr(prepared, "function", recording(prepared.arguments[0].shape[1]))
+    prepare = library.prepare
     monkeypatch.setattr(library, "prepare", lambda *a: pytest.fail("prepared again"))
     calls = [(0x7F00_2000_0000, narrow), (0x7F00_4000_0000, wide), (0x7F00_6000_0000, narrow)]
     for base, shape in calls:
@@ -346,7 +347,7 @@ def test_alternating_layouts_each_get_their_own_prepared_call(
     (last_key, last) = library._last_repeated["softmax"]
     assert last.addresses == [0x7F00_6000_0000, 0x7F00_7000_0000] and last_key[3][0][1] == narrow
     # Another thread's call is another key: it is prepared on its own, not the last one.
-    monkeypatch.setattr(library, "prepare", wrapper.Library.prepare.__get__(library))
+    monkeypatch.setattr(library, "prepare", prepare)
     arrays = pair(0x7F00_8000_0000, narrow)
     assert len(_refusals_in_another_thread(library, wrapper, arrays)) == 1
     assert len(library._repeated) == 3
