@@ -3,7 +3,7 @@
 
     python3 bench/run_bundles.py BUNDLE... --out DIR [--deadline-s 540] [--limit-s 240]
                                  [--warm-jobs 8] [--keep-cubins] [--l2-flush kernel|copy]
-                                 [--placements N]
+                                 [--placements N] [--tensor-facts build|python|FILE]
 
 First, with --warm-jobs N, every bundle not yet run warms its reference and its
 port (`run.py --warm-only`), N at a time: both JITs compile each specialisation
@@ -15,7 +15,10 @@ before (its folder holds `console.log`) is not run again, so a second command
 with the same arguments carries on where the first stopped. `DIR/batch-<time>.json` records
 every bundle's exit code, wall time and whether it was started (and the warm
 pass's, under "warm"), and `DIR/results.tar.gz` holds every result folder (the
-form a GPU host's results travel back in). Standard library only: the GPU host
+form a GPU host's results travel back in). Before all that, the wrappers' compiled
+tensor-facts reader is built once against the host's torch (`--tensor-facts build`,
+the default; its outcome is in the batch record) and every run uses it through
+$TILEPORT_TENSOR_FACTS; `python` times the key read in Python. Standard library only: the GPU host
 has no tileport package, and each bundle carries its own runner.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -84,6 +88,35 @@ def warm_all(bundles: list[Path], out: Path, jobs: int, limit_s: float) -> list[
     return rows
 
 
+FACTS_ENV = "TILEPORT_TENSOR_FACTS"
+
+
+def tensor_facts(bundle: Path, out: Path, choice: str) -> dict[str, object]:
+    """Sets $TILEPORT_TENSOR_FACTS for every run: the reader built here once by the
+    first bundle's wrapper ("build"; Python keys when that fails), none ("python"),
+    or a file built elsewhere for this host's torch. Says what it chose."""
+    if choice == "python":
+        os.environ[FACTS_ENV] = "python"
+        return {"reader": "python"}
+    if choice != "build":
+        os.environ[FACTS_ENV] = str(Path(choice).resolve())
+        return {"reader": os.environ[FACTS_ENV]}
+    wrapper = bundle / "py" / "tileport_kernels.py"
+    command = [sys.executable, str(wrapper), "build-tensor-facts", str(out / "tensor-facts")]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    except subprocess.TimeoutExpired:
+        os.environ[FACTS_ENV] = "python"
+        return {"reader": "python", "build_error": "the build ran past 600 s"}
+    wall_s = round(time.monotonic() - started, 1)
+    if done.returncode != 0:
+        os.environ[FACTS_ENV] = "python"
+        return {"reader": "python", "build_error": done.stderr[-2000:], "build_s": wall_s}
+    os.environ[FACTS_ENV] = done.stdout.strip().splitlines()[-1]
+    return {"reader": os.environ[FACTS_ENV], "build_s": wall_s}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
@@ -119,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the modules each timed side rotates through (gpu-run --placements; "
         "default: gpu-run's)",
     )
+    parser.add_argument(
+        "--tensor-facts",
+        default="build",
+        metavar="build|python|FILE",
+        help="the wrappers' tensor-facts reader: built here (default), none, or this file",
+    )
     args = parser.parse_args(argv)
     missing = [str(b) for b in args.bundles if not (b / "run.py").is_file()]
     if missing:
@@ -127,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     pending = [b for b in args.bundles if not (args.out / operator_of(b) / STARTED_FILE).is_file()]
+    facts = tensor_facts(args.bundles[0], args.out, args.tensor_facts)
+    print(json.dumps({"tensor_facts": facts}), flush=True)
     warmed: list[dict[str, object]] = []
     if args.warm_jobs > 0 and pending:
         warmed = warm_all(pending, args.out, args.warm_jobs, args.limit_s)
@@ -144,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     batch = args.out / f"batch-{int(time.time())}.json"
-    batch.write_text(json.dumps({"runs": rows, "warm": warmed}, indent=2) + "\n", encoding="utf-8")
+    batch.write_text(
+        json.dumps({"runs": rows, "warm": warmed, "tensor_facts": facts}, indent=2) + "\n",
+        encoding="utf-8",
+    )
     with tarfile.open(args.out / "results.tar.gz", "w:gz") as tar:
         for bundle in args.bundles:
             folder = args.out / operator_of(bundle)

@@ -21,6 +21,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 LIBRARY_FILE = "libtileport_kernels.so"
 WRAPPER_MODULE = "tileport_kernels"
+# The wrapper's optional compiled reader of tensor facts: its source, beside the wrapper.
+TENSOR_FACTS_SOURCE = "tileport_tensor_facts.cpp"
 RESULT_FILES = ("correctness.json", "perf.json", "gpu_run.json", "summary.md")
 """What `tileport gpu-run` writes into its result folder."""
 

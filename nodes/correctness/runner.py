@@ -885,9 +885,11 @@ def _host_overhead(ctx: GpuContext, resolved: ResolvedConfig) -> HostOverhead:
         prepared.function(*prepared.arguments, *scalars, stream)
 
     parts = {"port_key_us": key_alone, "port_c_call_us": c_call_alone}
-    return host_overhead(
+    measured = host_overhead(
         ctx.torch, resolved.name, HOST_OVERHEAD_CALLS, wrapper_call, cffi_call, ct_launch, parts
     )
+    measured.notes.append(f"repeated-call key read by: {library.tensor_facts}")
+    return measured
 
 
 # --- reports ----------------------------------------------------------------------------

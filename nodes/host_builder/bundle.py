@@ -13,6 +13,7 @@ this repository it imports, and `run.py`:
       run.py                 python3 run.py [--out DIR] [--perf-anyway]
       lib/libtileport_kernels.so
       py/tileport_kernels.py the wrapper
+      py/tileport_tensor_facts.cpp  its optional tensor-facts reader (built on the GPU host)
       py/nodes/..., py/schemas/..., py/toolchain/...   the runner and its imports
       spec/<op>.port.yaml, spec/<kernel>.py, spec/<reference module>.py
 
@@ -217,6 +218,7 @@ def build_bundle(
     out.mkdir(parents=True)
     _strip(library, out / "lib" / LIBRARY_FILE)
     _copy(crate.wrapper_path, out / "py" / f"{WRAPPER_MODULE}.py")
+    _copy(crate.tensor_facts_path, out / "py" / crate.tensor_facts_path.name)
     for module in runner_modules():
         _copy(module, out / "py" / module.relative_to(REPO_ROOT.resolve()))
     source = spec_relative(spec_path, spec.source)

@@ -64,6 +64,7 @@ from nodes.host_builder.ffi_gen import TEMPLATES, generate_operator_rs
 from nodes.host_builder.rust_entry import parse_kernel_source
 from schemas.gpu import (
     LIBRARY_FILE,
+    TENSOR_FACTS_SOURCE,
     LibraryArray,
     LibraryDim,
     LibraryManifest,
@@ -127,6 +128,11 @@ class LibraryCrate:
     @property
     def wrapper_path(self) -> Path:
         return self.root / "python" / "tileport_kernels.py"
+
+    @property
+    def tensor_facts_path(self) -> Path:
+        """The wrapper's optional compiled reader of tensor facts (C++ source)."""
+        return self.wrapper_path.with_name(TENSOR_FACTS_SOURCE)
 
     @property
     def pipeline_dir(self) -> Path:
@@ -551,6 +557,11 @@ def _operator_function(op: LibraryOperator) -> str:
     )
 
 
+def tensor_facts_cpp() -> str:
+    """The wrapper's optional tensor-facts reader: one source for every library."""
+    return (TEMPLATES / "tensor_facts.cpp").read_text(encoding="utf-8")
+
+
 def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
     functions = "".join(f"\n\n{_operator_function(op)}\n" for op in manifest.operators)
     operators = {
@@ -566,6 +577,7 @@ def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
             abi_version=abi.ABI_VERSION,
             max_rank=abi.MAX_RANK,
             library_file=LIBRARY_FILE,
+            tensor_facts_source=TENSOR_FACTS_SOURCE,
             status_names=_python_literal({s.value: s.name for s in abi.Status}),
             dtype_codes=_python_literal({d.spec_name: d.value for d in abi.DType}),
             operators=_python_literal(operators),
@@ -605,6 +617,7 @@ def render_library(crate: LibraryCrate, manifest: LibraryManifest) -> tuple[str,
         crate.ffi_dir / "mod.rs": mod_rs(bindings, cdef, bool(installed_operators(manifest))),
         crate.manifest_path: manifest.model_dump_json(indent=2) + "\n",
         crate.wrapper_path: wrapper_py(manifest, cdef),
+        crate.tensor_facts_path: tensor_facts_cpp(),
         crate.pipeline_dir / "main.rs": pipeline_main_rs(bindings),
     }
     if installed_operators(manifest):

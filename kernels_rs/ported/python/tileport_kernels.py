@@ -14,13 +14,17 @@ arguments, only the addresses rewritten. A list-of-arrays parameter takes a
 sequence of tensors (its device table is allocated with torch, kept for further
 calls of that layout on that stream and written only when its rows change) or a
 `TensorList` with a table of the caller's (written on every call). Needs only the
-standard library and cffi.
+standard library and cffi; with torch, a compiled reader of tensor facts beside this
+module (`python tileport_kernels.py build-tensor-facts`) makes a repeated call's key
+cheaper, and without one the key is read in Python.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import sysconfig
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -465,6 +469,115 @@ def _stream_handle(stream: object, first: object) -> int:
     raise TypeError(f"cannot take a CUDA stream handle from {type(stream).__name__}")
 
 
+def _facts_in_python(
+    operator: str, arrays: tuple[object, ...]
+) -> tuple[tuple[object, ...], list[int], int] | None:
+    """The layout part of `Library._tensor_layout`'s key read in Python, the addresses
+    and the first tensor's device index; None when an array is not torch-like."""
+    tensors: Any = arrays
+    try:
+        # Comprehensions of plain reads: what CPython 3.12 runs fastest (a flat list
+        # built by appends, or size() for shape, ran slower there).
+        if operator in _WITH_LISTS:
+            layout, addresses = _list_layout(arrays)
+            first: Any = _first_tensor(arrays)
+        else:
+            layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
+            addresses = [t.data_ptr() for t in tensors]
+            first = tensors[0]
+        return layout, addresses, first.get_device()
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+TENSOR_FACTS_MODULE = "_tileport_tensor_facts"
+TENSOR_FACTS_SOURCE = "tileport_tensor_facts.cpp"
+_FACTS_READERS: dict[Path, Any] = {}
+
+
+def tensor_facts_path() -> Path | None:
+    """Where the compiled tensor-facts reader is looked for: $TILEPORT_TENSOR_FACTS (a
+    file, or `python` for none), else beside this module."""
+    chosen = os.environ.get("TILEPORT_TENSOR_FACTS")
+    if chosen == "python":
+        return None
+    if chosen:
+        return Path(chosen)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return Path(__file__).with_name(TENSOR_FACTS_MODULE + suffix)
+
+
+def tensor_facts_reader(torch: Any) -> tuple[Callable[[tuple[object, ...]], Any] | None, str]:
+    """The compiled reader's `layout` when one is found and was built against the
+    imported torch, with what was found (for reports)."""
+    path = tensor_facts_path()
+    if path is None:
+        return None, "Python ($TILEPORT_TENSOR_FACTS=python)"
+    if not path.is_file():
+        return None, f"Python (no {path.name} beside the wrapper: build-tensor-facts builds it)"
+    module = _FACTS_READERS.get(path)
+    if module is None:
+        import importlib.machinery
+        import importlib.util
+
+        loader = importlib.machinery.ExtensionFileLoader(TENSOR_FACTS_MODULE, str(path))
+        spec = importlib.util.spec_from_file_location(TENSOR_FACTS_MODULE, path, loader=loader)
+        try:
+            assert spec is not None
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+        except ImportError as exc:
+            return None, f"Python ({path.name} does not load: {exc})"
+        _FACTS_READERS[path] = module
+    built_for = getattr(module, "TORCH_VERSION", None)
+    imported = getattr(torch, "__version__", None)
+    if built_for != imported:
+        return None, f"Python ({path.name} was built for torch {built_for}, not {imported})"
+    return module.layout, f"compiled ({path.name}, torch {built_for})"
+
+
+def build_tensor_facts(out_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Compiles the tensor-facts reader (TENSOR_FACTS_SOURCE, beside this module) against
+    the torch this Python imports, with $CXX (default c++); returns the module's path
+    (in `out_dir`, default beside this module)."""
+    import torch
+
+    source = Path(__file__).with_name(TENSOR_FACTS_SOURCE)
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} is missing: the host stage writes it beside the wrapper")
+    root = Path(torch.__file__).parent
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    target = Path(out_dir or source.parent) / (TENSOR_FACTS_MODULE + suffix)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    command = [
+        os.environ.get("CXX", "c++"),
+        "-O2",
+        "-std=c++17",
+        "-shared",
+        "-fPIC",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        f'-DTILEPORT_TORCH_VERSION="{torch.__version__}"',
+        f"-I{root / 'include'}",
+        f"-I{root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+        f"-I{sysconfig.get_paths()['include']}",
+        str(source),
+        "-o",
+        str(partial),
+        f"-L{root / 'lib'}",
+        f"-Wl,-rpath,{root / 'lib'}",
+        "-ltorch_python",
+        "-ltorch_cpu",
+        "-lc10",
+    ]
+    built = subprocess.run(command, capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"building {target.name} failed:\n{built.stderr[-4000:]}")
+    partial.replace(target)
+    return target
+
+
 class Library:
     """The loaded library: operator calls with checks, plans, and the raw cffi path."""
 
@@ -481,6 +594,9 @@ class Library:
         # Each operator's last repeated call and its key, looked at first.
         self._last_repeated: dict[str, tuple[tuple[object, ...], PreparedCall]] = {}
         self._raw_stream: Any = None
+        self._read_facts: Callable[[tuple[object, ...]], Any] | None = None
+        self.tensor_facts = "not looked for yet (torch is not imported)"
+        """Which reader keys repeated calls: the compiled one, or Python and why."""
         built = int(self.lib.tileport_abi_fingerprint())
         if built != FINGERPRINT:
             raise TileportAbiMismatch(
@@ -600,24 +716,17 @@ class Library:
         lives, the library checks on every call against the allocations it verified.
         None for anything else (a descriptor, a TensorList, a CPU tensor), which
         `_call_layout` keys."""
-        tensors: Any = arrays
-        try:
-            # Comprehensions of plain reads: what CPython 3.12 runs fastest (a flat
-            # list built by appends, or size() for shape, ran slower there).
-            if operator in _WITH_LISTS:
-                layout, addresses = _list_layout(arrays)
-                first: Any = _first_tensor(arrays)
-            else:
-                layout = tuple([(t.dtype, t.shape, t.stride()) for t in tensors])
-                addresses = [t.data_ptr() for t in tensors]
-                first = tensors[0]
-            index = first.get_device()
-            if index < 0:
-                return None
-        except (AttributeError, IndexError, TypeError):
-            return None
-        raw_stream = self._raw_stream or self._find_raw_stream()
+        raw_stream = self._raw_stream or self._find_torch_readers()
         if raw_stream is None:
+            return None
+        read_facts = self._read_facts
+        found = read_facts(arrays) if read_facts is not None else None
+        if found is None:
+            found = _facts_in_python(operator, arrays)
+            if found is None:
+                return None
+        layout, addresses, index = found
+        if index < 0:
             return None
         return (operator, raw_stream(index), threading.get_ident(), layout), addresses
 
@@ -641,10 +750,13 @@ class Library:
         self._last_repeated[operator] = (key, prepared)
         return prepared
 
-    def _find_raw_stream(self) -> Any:
-        """torch's current-stream handle by device index (no torch.device, no Stream)."""
+    def _find_torch_readers(self) -> Any:
+        """torch's current-stream handle by device index (no torch.device, no Stream),
+        once torch is imported; and then the compiled tensor-facts reader, if any."""
         torch = sys.modules.get("torch")
         self._raw_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        if self._raw_stream is not None:
+            self._read_facts, self.tensor_facts = tensor_facts_reader(torch)
         return self._raw_stream
 
     def _checked_call(
@@ -864,6 +976,24 @@ def default_library() -> Library:
     return _DEFAULT if _DEFAULT is not None else load()
 
 
+def main(argv: list[str]) -> int:
+    """`python tileport_kernels.py build-tensor-facts [DIR]`: builds the reader."""
+    if not argv or argv[0] != "build-tensor-facts" or len(argv) > 2:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    try:
+        path = build_tensor_facts(argv[1] if len(argv) == 2 else None)
+    except (ImportError, OSError, RuntimeError) as exc:
+        print(f"build-tensor-facts: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
 def softmax(x: object, y: object, *, stream: object = None) -> None:
     """Launches `cutile_softmax`: the port of `softmax.port.yaml`, in place."""
     default_library().call("softmax", (x, y), (), stream)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
