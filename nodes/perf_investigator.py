@@ -687,6 +687,12 @@ def _graph_note(where: str, row: HostOverhead) -> str:
 def _host_row(operator: str, row: HostOverhead, found: _HostFindings) -> None:
     """The causes of one configuration whose wrapper trails ct.launch."""
     where = f"{row.config_id} ({row.calls} calls)"
+    faster = row.wrapper_faster_rounds()
+    if faster is not None:
+        found.notes.append(
+            f"{where}: the wrapper's calls took less time than ct.launch's in {faster[0]} of "
+            f"{faster[1]} interleaved rounds"
+        )
     port, reference = driver_traces(row.notes)
     _python_wrapper(where, row, found)
     extra_calls = 0

@@ -476,7 +476,20 @@ class HostOverhead(_Strict):
     reference_launch_us: float | None = None
     port_graph_replay_us: float | None = None
     reference_graph_replay_us: float | None = None
+    rounds_us: dict[str, list[float]] = Field(
+        default_factory=dict,
+        description="Each eager side's µs per call in every interleaved round, by the "
+        "field name of its median above (empty in runs from before rounds were kept).",
+    )
     notes: list[str] = Field(default_factory=list)
+
+    def wrapper_faster_rounds(self) -> tuple[int, int] | None:
+        """(rounds in which the wrapper's calls took less time than ct.launch's, rounds)."""
+        wrapper = self.rounds_us.get("port_wrapper_us")
+        launch = self.rounds_us.get("reference_launch_us")
+        if not wrapper or not launch or len(wrapper) != len(launch):
+            return None
+        return sum(w < r for w, r in zip(wrapper, launch, strict=True)), len(wrapper)
 
 
 class AbiProbe(_Strict):

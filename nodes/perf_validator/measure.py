@@ -300,16 +300,16 @@ def geomean_band(
     return found.low, found.high
 
 
-HOST_ROUNDS = 10
+HOST_ROUNDS = 30
 
 
-def interleaved_wall_clock_us(
+def interleaved_rounds_us(
     torch: Any, calls: dict[str, Callable[[], None]], per_call: int, rounds: int = HOST_ROUNDS
-) -> dict[str, float]:
-    """Host time per call (µs) of each side, the median over `rounds` rounds in which
-    every side enqueues `per_call // rounds` calls back to back, the order rotated
-    each round: host clocks drift within a run by more than the sides differ, so
-    sides timed one after the other would compare moments as well as launches."""
+) -> dict[str, list[float]]:
+    """Host time per call (µs) of each side in each of `rounds` rounds, in which every
+    side enqueues `per_call // rounds` calls back to back, the order rotated each
+    round: host clocks drift within a run by more than the sides differ, so sides
+    timed one after the other would compare moments as well as launches."""
     batch = max(per_call // rounds, 1)
     for call in calls.values():
         call()
@@ -325,7 +325,7 @@ def interleaved_wall_clock_us(
                 call()
             taken[label].append((time.perf_counter() - start) / batch * 1e6)
             torch.cuda.synchronize()
-    return {label: statistics.median(values) for label, values in taken.items()}
+    return taken
 
 
 def host_wall_clock_us(torch: Any, call: Callable[[], None], calls: int) -> float:
@@ -393,8 +393,8 @@ def host_overhead(
     reference: Callable[[], None],
     port_parts: dict[str, Callable[[], None]] | None = None,
 ) -> HostOverhead:
-    """Host time per call of the wrapper, the bare cffi call and `ct.launch`, interleaved,
-    with `port_parts` (HostOverhead's `port_key_us`, `port_c_call_us`: where the
+    """Host time per call of the wrapper, the bare cffi call and `ct.launch`, interleaved
+    (each side's median round, and every round kept), with `port_parts` (HostOverhead's `port_key_us`, `port_c_call_us`: where the
     wrapper's time goes) among them; then each side's CUDA graph replay and the driver
     calls of one warm call of each."""
     notes: list[str] = []
@@ -405,8 +405,10 @@ def host_overhead(
         "reference_launch_us": reference,
         **(port_parts or {}),
     }
+    rounds: dict[str, list[float]] = {}
     try:
-        measured.update(interleaved_wall_clock_us(torch, eager, calls))
+        rounds = interleaved_rounds_us(torch, eager, calls)
+        measured.update({label: statistics.median(taken) for label, taken in rounds.items()})
     except Exception as exc:  # a refused call is a finding, not a crash
         notes.append(f"eager calls: {type(exc).__name__}: {exc}")
         torch.cuda.synchronize()
@@ -429,7 +431,7 @@ def host_overhead(
             torch.cuda.synchronize()
     for label, call in (("port", port_cffi), ("ct.launch", reference)):
         notes.append(f"driver calls of one warm {label} call: {_call_trace(torch, call)}")
-    return HostOverhead(config_id=config_id, calls=calls, notes=notes, **measured)
+    return HostOverhead(config_id=config_id, calls=calls, notes=notes, rounds_us=rounds, **measured)
 
 
 def _call_trace(torch: Any, call: Callable[[], None]) -> str:

@@ -447,6 +447,13 @@ def _host_pairs(kernel: KernelEntry) -> list[tuple[float, float]]:
     ]
 
 
+def _faster_rounds(kernel: KernelEntry) -> str:
+    """ "name: k/n rounds" for the configurations whose rounds were kept, else ""."""
+    counted = [row.wrapper_faster_rounds() for row in kernel.host_overhead]
+    shown = [f"{faster}/{rounds}" for faster, rounds in filter(None, counted)]
+    return f"{kernel.name}: {', '.join(shown)} rounds" if shown else ""
+
+
 def _target_host(kernels: list[KernelEntry]) -> TargetCheck:
     measured = [kernel for kernel in kernels if _host_pairs(kernel)]
     missing = [k.name for k in measured if any(w > r for w, r in _host_pairs(k))]
@@ -460,6 +467,9 @@ def _target_host(kernels: list[KernelEntry]) -> TargetCheck:
             f"; {len(investigated)}/{len(missing)} kernels missing it have a host-side "
             "investigation"
         )
+        rounds = [_faster_rounds(k) for k in measured if k.name in missing]
+        if any(rounds):
+            detail += "; the wrapper faster in " + ", ".join(r for r in rounds if r)
     return TargetCheck(
         id="e",
         description="wrapper µs per call no worse than ct.launch's",

@@ -128,6 +128,13 @@ def test_the_recorded_run_names_the_python_wrapper(tmp_path: Path) -> None:
         f"11.25 µs (the bare cffi call's other {us(cffi - 11.25)} is torch's current-stream "
         "lookup)"
     )
+    assert not any("interleaved rounds" in note for note in report.notes)
+    rounds = {"port_wrapper_us": [30.0, 21.0, 29.0, 28.0], "reference_launch_us": [22.0] * 4}
+    edit_host(folder, rounds_us=rounds)
+    assert (
+        f"{row['config_id']} ({row['calls']} calls): the wrapper's calls took less time than "
+        "ct.launch's in 1 of 4 interleaved rounds"
+    ) in investigate_host_overhead(load_run(folder)).notes
 
 
 def test_three_extra_pointer_checks_and_a_launcher_residual(tmp_path: Path) -> None:

@@ -406,6 +406,20 @@ def test_missing_e_shows_each_kernels_investigation(
     assert ResultsBook.model_validate_json(book.model_dump_json()) == book
 
 
+def test_missing_e_says_in_how_many_interleaved_rounds_the_wrapper_was_faster(
+    runs: list[Path],
+) -> None:
+    path = runs[0] / "gpu_run.json"
+    run = read_json(path)
+    run["host_overhead"][0]["rounds_us"] = {
+        "port_wrapper_us": [28.0, 29.0, 20.0],
+        "reference_launch_us": [22.0, 22.5, 23.0],
+    }
+    write_json(path, run)
+    detail = next(t for t in build_book(runs, "h200").targets if t.id == "e").detail
+    assert detail.endswith("; the wrapper faster in softmax: 1/3 rounds")
+
+
 def test_no_investigation_section_when_e_is_met(runs: list[Path]) -> None:
     for folder in runs:
         path = folder / "gpu_run.json"
