@@ -394,9 +394,9 @@ def host_overhead(
     port_parts: dict[str, Callable[[], None]] | None = None,
 ) -> HostOverhead:
     """Host time per call of the wrapper, the bare cffi call and `ct.launch`, interleaved
-    (each side's median round, and every round kept), with `port_parts` (HostOverhead's `port_key_us`, `port_c_call_us`: where the
-    wrapper's time goes) among them; then each side's CUDA graph replay and the driver
-    calls of one warm call of each."""
+    (each side's median round, and every round kept), with `port_parts` (HostOverhead's
+    `port_key_us`, `port_c_call_us`: where the wrapper's time goes) among them; then
+    each side's CUDA graph replay and the driver calls of one warm call of each."""
     notes: list[str] = []
     measured: dict[str, float | None] = {}
     eager = {
