@@ -25,7 +25,8 @@ from schemas.reports import AnalysisReport
 from schemas.run_layout import RunLayout
 from schemas.state import PipelineState
 from schemas.verdicts import AnalyzerVerdict, KernelWriterVerdict
-from toolchain.bytecode_dump import MAGIC, dump_notes, location_files
+from tileir.mlir import parse_module
+from toolchain.bytecode_dump import MAGIC, dump_notes, entry_symbols, location_files
 from toolchain.env import REPO_ROOT, rs_export_binary
 from toolchain.reference_export import ReferenceExportError, export_from_spec, main
 
@@ -215,3 +216,19 @@ def test_port_kernel_from_a_dump_reaches_the_exported_verdict(
     assert "names come from the source" in note
     kernel = (tmp_path / "dumped" / "kernel.rs").read_text()
     assert "a: *mut f32" in kernel and "1024" in kernel
+
+
+FIXTURE_IR = sorted((REPO_ROOT / "tests" / "tileir" / "fixtures").rglob("*.mlir"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_IR, ids=lambda path: path.name)
+def test_a_dumps_entry_symbols_are_the_ones_the_parser_finds(path: Path) -> None:
+    """The dump import reads only the entry symbols (toolchain/ does not parse IR):
+    on every IR fixture, both printers, the same as tileir's parser."""
+    text = path.read_text(encoding="utf-8")
+    assert entry_symbols(text) == [entry.symbol for entry in parse_module(text).entries]
+
+
+def test_entry_symbols_skip_what_only_looks_like_an_entry() -> None:
+    text = '// entry @commented\n  cuda_tile.entry @"quoted.name"(%a: tile<i32>) {\n  %x = entry_like\n'
+    assert entry_symbols(text) == ['"quoted.name"']
