@@ -230,5 +230,9 @@ def test_a_dumps_entry_symbols_are_the_ones_the_parser_finds(path: Path) -> None
 
 
 def test_entry_symbols_skip_what_only_looks_like_an_entry() -> None:
-    text = '// entry @commented\n  cuda_tile.entry @"quoted.name"(%a: tile<i32>) {\n  %x = entry_like\n'
+    text = (
+        "// entry @commented\n"
+        '  cuda_tile.entry @"quoted.name"(%a: tile<i32>) {\n'
+        "  %x = entry_like\n"
+    )
     assert entry_symbols(text) == ['"quoted.name"']
