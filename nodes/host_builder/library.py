@@ -131,7 +131,7 @@ class LibraryCrate:
 
     @property
     def tensor_facts_path(self) -> Path:
-        """The wrapper's optional compiled reader of tensor facts (C++ source)."""
+        """The wrapper's optional reader of tensor facts (hand-written C++ source)."""
         return self.wrapper_path.with_name(TENSOR_FACTS_SOURCE)
 
     @property
@@ -557,11 +557,6 @@ def _operator_function(op: LibraryOperator) -> str:
     )
 
 
-def tensor_facts_cpp() -> str:
-    """The wrapper's optional tensor-facts reader: one source for every library."""
-    return (TEMPLATES / "tensor_facts.cpp").read_text(encoding="utf-8")
-
-
 def wrapper_py(manifest: LibraryManifest, cdef: str) -> str:
     functions = "".join(f"\n\n{_operator_function(op)}\n" for op in manifest.operators)
     operators = {
@@ -617,7 +612,6 @@ def render_library(crate: LibraryCrate, manifest: LibraryManifest) -> tuple[str,
         crate.ffi_dir / "mod.rs": mod_rs(bindings, cdef, bool(installed_operators(manifest))),
         crate.manifest_path: manifest.model_dump_json(indent=2) + "\n",
         crate.wrapper_path: wrapper_py(manifest, cdef),
-        crate.tensor_facts_path: tensor_facts_cpp(),
         crate.pipeline_dir / "main.rs": pipeline_main_rs(bindings),
     }
     if installed_operators(manifest):

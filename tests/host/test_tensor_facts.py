@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nodes.host_builder.library import CHECKOUT, load_wrapper, tensor_facts_cpp
+from nodes.host_builder.library import CHECKOUT, create_workspace, load_wrapper
 
 ENV = "TILEPORT_TENSOR_FACTS"
 
@@ -27,10 +27,13 @@ def wrapper(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return load_wrapper(CHECKOUT.wrapper_path)
 
 
-def test_the_checkout_writes_the_reader_source_beside_its_wrapper() -> None:
-    source = CHECKOUT.tensor_facts_path
-    assert source.parent == CHECKOUT.wrapper_path.parent
-    assert source.read_text(encoding="utf-8") == tensor_facts_cpp()
+def test_the_reader_source_travels_beside_the_wrapper(wrapper: ModuleType, tmp_path: Path) -> None:
+    """The wrapper builds the source it names from beside itself: the checkout's crate
+    has it, and so does every workspace (a bundle copies the workspace's)."""
+    assert CHECKOUT.tensor_facts_path.name == wrapper.TENSOR_FACTS_SOURCE
+    assert CHECKOUT.tensor_facts_path.parent == CHECKOUT.wrapper_path.parent
+    workspace = create_workspace(tmp_path / "workspace")
+    assert workspace.tensor_facts_path.read_bytes() == CHECKOUT.tensor_facts_path.read_bytes()
 
 
 def test_the_reader_is_looked_for_beside_the_wrapper_unless_the_environment_says(
