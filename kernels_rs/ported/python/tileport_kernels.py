@@ -522,8 +522,9 @@ def tensor_facts_reader(torch: Any) -> tuple[Callable[[tuple[object, ...]], Any]
 
         loader = importlib.machinery.ExtensionFileLoader(TENSOR_FACTS_MODULE, str(path))
         spec = importlib.util.spec_from_file_location(TENSOR_FACTS_MODULE, path, loader=loader)
+        if spec is None:
+            return None, f"Python ({path.name} is not a module file)"
         try:
-            assert spec is not None
             module = importlib.util.module_from_spec(spec)
             loader.exec_module(module)
         except ImportError as exc:
@@ -544,7 +545,7 @@ def build_tensor_facts(out_dir: str | os.PathLike[str] | None = None) -> Path:
 
     source = Path(__file__).with_name(TENSOR_FACTS_SOURCE)
     if not source.is_file():
-        raise FileNotFoundError(f"{source} is missing: the host stage writes it beside the wrapper")
+        raise FileNotFoundError(f"{source} is missing: it ships beside the wrapper")
     root = Path(torch.__file__).parent
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     target = Path(out_dir or source.parent) / (TENSOR_FACTS_MODULE + suffix)
