@@ -50,6 +50,7 @@ from nodes.host_builder.launched_code import (
 )
 from nodes.host_builder.rust_entry import RustSourceError
 from nodes.perf_validator.bootstrap import median_interval
+from nodes.perf_validator.measure import reestimated_run
 from schemas.gpu import GpuRunReport, HostOverhead, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
 from schemas.pipeline import Stage
@@ -1188,7 +1189,8 @@ def investigate_folder(folder: Path, runs: Path | None = None) -> InvestigationR
     if not path.is_file():
         raise HostInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
     try:
-        run = read_model(path, GpuRunReport)
+        # Judged again from the kept samples, as the results book reads it.
+        run = reestimated_run(read_model(path, GpuRunReport))
     except ModelFileError as exc:
         raise HostInputError(str(exc)) from exc
     run_id, attempt = None, 1

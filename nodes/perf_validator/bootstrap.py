@@ -16,7 +16,7 @@ import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CONFIDENCE = 0.95
 TARGET_HALF_WIDTH = 0.005
@@ -141,6 +141,15 @@ class SamplingPolicy:
             raise ValueError(f"cap {self.cap} is below the minimum {self.minimum}")
         if not 0 < self.target < 1:
             raise ValueError(f"target half-width {self.target} is not a fraction")
+
+    def in_cycles(self, placements: int) -> SamplingPolicy:
+        """The policy counted in cycles of `placements` rounds (one per module) instead
+        of rounds: the minimum rounded up, never under MIN_SAMPLES cycles, the cap
+        rounded down, never under the minimum."""
+        if placements < 1:
+            raise ValueError(f"a cycle has at least one round, got {placements}")
+        minimum = max(MIN_SAMPLES, -(-self.minimum // placements))
+        return replace(self, minimum=minimum, cap=max(minimum, self.cap // placements))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ again (the A/A control) interleaved on the same buffers (and torch eager as a
 further column when given), each timed call right after an untimed call of its
 own, rounds added per configuration until every compared median's bootstrap
 95 % interval is within ±0.5 % or a cap is reached
-(`nodes.perf_validator.bootstrap`), medians per configuration.
+(`nodes.perf_validator.bootstrap`); per configuration and side, the median of
+cycle means (a cycle: one round from each of the side's modules;
+`schemas.gpu.Estimator` says why).
 
 Also the host side of a call: wall-clock per call of the port through the
 wrapper, through bare cffi with descriptors built once, and of `ct.launch`,
@@ -17,12 +19,13 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodes.perf_validator.bootstrap import (
     CONFIDENCE,
+    MIN_SAMPLES,
     RESAMPLES,
     SamplingDecision,
     SamplingPolicy,
@@ -33,9 +36,12 @@ from nodes.perf_validator.bootstrap import (
 )
 from schemas.gpu import (
     COMPARED_CONTENDERS,
+    MEDIAN_OF_CYCLE_MEANS,
+    GpuRunReport,
     HostOverhead,
     PerfDetail,
     TimingColumn,
+    cycle_means,
     placement_mismatches,
 )
 from toolchain.cupti import KernelTimer, Summary, summarise
@@ -126,16 +132,19 @@ def window_label(config_id: str, contender: str, placement: int | None = None) -
     return label if placement is None else f"{label}@{placement}"
 
 
-def compared_samples(
+def compared_estimates(
     timer: KernelTimer, config_id: str, contenders: list[Contender]
 ) -> dict[str, list[float]]:
-    """The device-time samples so far of the contenders whose medians enter a ratio."""
+    """The values so far whose medians enter a ratio (`schemas.gpu.cycle_means` of each
+    compared contender's device-time samples), by contender."""
     timings = timer.timings()
     found: dict[str, list[float]] = {}
     for contender in contenders:
         if contender.label in COMPARED_CONTENDERS:
             summary = summarise(timings, window_label(config_id, contender.label))
-            found[contender.label] = list(summary.device_us) if summary else []
+            found[contender.label] = (
+                cycle_means(summary.device_us, summary.placements) if summary else []
+            )
     return found
 
 
@@ -156,10 +165,13 @@ def measure_config(
     from its module r mod P and rounds come in whole cycles of P (each module as
     often as the others); the order of the sides rotates once per cycle
     (`round_order`), so over P x sides rounds each module of each side runs in each
-    position once. Returns the rounds run and the last decision."""
+    position once. The stopping rule counts cycles and judges their means, as the
+    figures do (`SamplingPolicy.in_cycles`). Returns the rounds run and the last
+    decision."""
     if placement_mismatches({c.label: c.buffers for c in contenders}):
         raise ValueError(f"{config_id}: the contenders do not share their buffers")
     placements = max(c.placements for c in contenders)
+    per_cycle = policy.in_cycles(placements)
     for _ in range(warmup):
         for contender in contenders:
             for placement in range(contender.placements):
@@ -168,10 +180,10 @@ def measure_config(
     rounds = 0
     while True:
         timer.flush()
-        decision = next_rounds(compared_samples(timer, config_id, contenders), policy)
+        decision = next_rounds(compared_estimates(timer, config_id, contenders), per_cycle)
         if decision.more == 0:
             return rounds, decision
-        more = -(-decision.more // placements) * placements
+        more = decision.more * placements
         for round_index in range(rounds, rounds + more):
             placement = round_index % placements
             for contender in round_order(contenders, round_index // placements):
@@ -201,22 +213,42 @@ def config_summaries(
 def column(summary: Summary | None, policy: SamplingPolicy) -> TimingColumn | None:
     if summary is None:
         return None
-    interval = median_interval(
+    return estimated_column(
         summary.device_us,
-        confidence=policy.confidence,
-        resamples=policy.resamples,
-        seed=policy.seed,
+        summary.placements,
+        launches_per_call=summary.launches_per_call,
+        kernels=summary.kernels,
+        launch=[dict(attributes) for attributes in summary.launch],
+        policy=policy,
+    )
+
+
+def estimated_column(
+    samples_us: Sequence[float],
+    placements: Sequence[int],
+    *,
+    launches_per_call: float,
+    kernels: Sequence[str],
+    launch: list[dict[str, int]],
+    policy: SamplingPolicy,
+) -> TimingColumn:
+    """A side's column from its samples (in the order taken) under the protocol's
+    estimator, the median of cycle means (`schemas.gpu.Estimator`)."""
+    estimates = cycle_means(samples_us, placements)
+    interval = median_interval(
+        estimates, confidence=policy.confidence, resamples=policy.resamples, seed=policy.seed
     )
     return TimingColumn(
-        median_us=summary.median_us,
-        min_us=summary.min_us,
-        launches_per_call=summary.launches_per_call,
-        samples=summary.samples,
+        median_us=statistics.median(estimates),
+        min_us=min(samples_us),
+        launches_per_call=launches_per_call,
+        samples=len(samples_us),
         median_interval_us=(interval.low, interval.high),
-        samples_us=list(summary.device_us),
-        kernels=list(summary.kernels),
-        launch=[dict(attributes) for attributes in summary.launch],
-        sample_placements=list(summary.placements),
+        samples_us=list(samples_us),
+        kernels=list(kernels),
+        launch=launch,
+        sample_placements=list(placements),
+        estimator=MEDIAN_OF_CYCLE_MEANS,
     )
 
 
@@ -228,52 +260,103 @@ def perf_detail(
     decision: SamplingDecision,
     policy: SamplingPolicy,
 ) -> PerfDetail | None:
-    """One configuration's columns with its intervals: port / reference, the A/A band
+    """One configuration's columns with its intervals (`judged_detail`); None without
+    port or reference."""
+    columns = {label: column(summary, policy) for label, summary in summaries.items()}
+    return judged_detail(config_id, columns, buffers, rounds, decision.cap_hit, policy)
+
+
+def judged_detail(
+    config_id: str,
+    columns: Mapping[str, TimingColumn | None],
+    buffers: dict[str, dict[str, list[int]]],
+    rounds: int | None,
+    cap_hit: bool,
+    policy: SamplingPolicy,
+) -> PerfDetail | None:
+    """One configuration's columns with their intervals: port / reference, the A/A band
     (control / reference) it is judged against, and relocated / reference and
     port_relocated / reference (the placement controls); None without port or
     reference."""
-    port, reference = summaries.get("port"), summaries.get("reference")
+    port, reference = columns.get("port"), columns.get("reference")
     if port is None or reference is None:
         return None
-    control, relocated = summaries.get("control"), summaries.get("relocated")
-    port_relocated = summaries.get("port_relocated")
+    control = columns.get("control")
+    relocated, port_relocated = columns.get("relocated"), columns.get("port_relocated")
 
-    def band(top: Summary) -> tuple[float, float]:
+    def band(top: TimingColumn) -> tuple[float, float]:
         found = ratio_interval(
-            top.device_us,
-            reference.device_us,
+            top.estimate_samples_us(),
+            reference.estimate_samples_us(),
             confidence=policy.confidence,
             resamples=policy.resamples,
             seed=policy.seed,
         )
         return found.low, found.high
 
-    def aa_band(top: Summary) -> tuple[float, float]:
-        """The A/A interval widened by one tick of the timer (relative to the reference's
-        median): medians move in ticks (32 ns on the H200, 1.4 % of a 2.3 us kernel),
-        and a difference under one tick is not resolved, whatever the intervals say."""
+    def aa_band(top: TimingColumn) -> tuple[float, float]:
+        """The A/A interval widened by the estimator's resolution (relative to the
+        reference's figure): a difference under one step of it is not resolved,
+        whatever the intervals say."""
         low, high = band(top)
-        tick = timer_tick_us([*reference.device_us, *top.device_us]) / reference.median_us
-        return low - tick, high + tick
+        steps = [*reference.estimate_samples_us(), *top.estimate_samples_us()]
+        step = timer_tick_us(steps) / reference.median_us
+        return low - step, high + step
 
-    port_column, reference_column = column(port, policy), column(reference, policy)
-    assert port_column is not None and reference_column is not None
     return PerfDetail(
         config_id=config_id,
-        port=port_column,
-        reference=reference_column,
-        torch=column(summaries.get("torch"), policy),
-        control=column(control, policy),
-        relocated=column(relocated, policy),
-        port_relocated=column(port_relocated, policy),
+        port=port,
+        reference=reference,
+        torch=columns.get("torch"),
+        control=control,
+        relocated=relocated,
+        port_relocated=port_relocated,
         rounds=rounds,
-        cap_hit=decision.cap_hit,
+        cap_hit=cap_hit,
         ratio_interval=band(port),
         aa_band=aa_band(control) if control is not None else None,
         relocated_interval=band(relocated) if relocated is not None else None,
         port_relocated_interval=band(port_relocated) if port_relocated is not None else None,
         buffers=buffers,
     )
+
+
+ANALYSIS_POLICY = SamplingPolicy(minimum=MIN_SAMPLES, cap=MIN_SAMPLES)
+"""The intervals' confidence, resamples and seed when a finished run is judged again
+(its rounds are fixed by then)."""
+
+
+def reestimated(detail: PerfDetail, policy: SamplingPolicy = ANALYSIS_POLICY) -> PerfDetail:
+    """The configuration judged again from its kept samples under the protocol's
+    estimator, so that runs from before a change of estimator are read as today's
+    are; as it was when it kept no samples."""
+    labels = ("torch", *COMPARED_CONTENDERS)
+    kept: dict[str, TimingColumn | None] = {label: getattr(detail, label) for label in labels}
+    if any(found is not None and not found.samples_us for found in kept.values()):
+        return detail
+    columns = {
+        label: None
+        if found is None
+        else estimated_column(
+            found.samples_us,
+            found.sample_placements,
+            launches_per_call=found.launches_per_call,
+            kernels=found.kernels,
+            launch=found.launch,
+            policy=policy,
+        )
+        for label, found in kept.items()
+    }
+    judged = judged_detail(
+        detail.config_id, columns, detail.buffers, detail.rounds, detail.cap_hit, policy
+    )
+    assert judged is not None  # port and reference were kept
+    return judged
+
+
+def reestimated_run(run: GpuRunReport) -> GpuRunReport:
+    """The run with every configuration `reestimated`."""
+    return run.model_copy(update={"perf": [reestimated(detail) for detail in run.perf]})
 
 
 def timer_tick_us(samples: list[float]) -> float:
@@ -293,7 +376,9 @@ def geomean_band(
     """The bootstrap interval of the geomean of port / reference over (port, reference)
     columns, all resampled together; None without columns, or when one kept no samples
     (a run from before samples were kept)."""
-    pairs = [(port.samples_us, reference.samples_us) for port, reference in columns]
+    pairs = [
+        (port.estimate_samples_us(), reference.estimate_samples_us()) for port, reference in columns
+    ]
     if not pairs or not all(top and bottom for top, bottom in pairs):
         return None
     found = geomean_interval(pairs, confidence, resamples, seed)

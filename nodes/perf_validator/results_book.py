@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import BaseModel
 
-from nodes.perf_validator.measure import geomean_band
+from nodes.perf_validator.measure import geomean_band, reestimated_run
 from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
 from schemas.reports import (
@@ -89,7 +89,8 @@ def _load_run(folder: Path) -> _Run:
     report_path = folder / GpuRunReport.FILE_NAME
     if not report_path.is_file():
         raise BookInputError(f"{folder}: no {GpuRunReport.FILE_NAME} in it")
-    report = _load(report_path, GpuRunReport)
+    # Judged again from the kept samples: one estimator across runs of any date.
+    report = reestimated_run(_load(report_path, GpuRunReport))
     correctness_path = folder / CorrectnessReport.FILE_NAME
     correctness = _load(correctness_path, CorrectnessReport) if correctness_path.is_file() else None
     return _Run(folder, report, correctness, _investigation(folder, report))
@@ -680,8 +681,10 @@ def book_markdown(book: ResultsBook) -> str:
         "",
         _placements_line(book),
         "",
-        "Ratios are port / cuTile Python reference medians of CUPTI device time, with "
-        "bootstrap 95 % intervals where the runs kept their samples; host figures are "
+        "Ratios are port / cuTile Python reference figures of CUPTI device time: per "
+        "side the median of cycle means (a cycle: one sample from each of the side's "
+        "modules; the samples' median for a side timed from one module), judged again "
+        "from the kept samples, with bootstrap 95 % intervals; host figures are "
         "wall-clock µs per call.",
         "",
         "## Targets",

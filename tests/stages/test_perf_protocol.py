@@ -11,7 +11,7 @@ import math
 import random
 import statistics
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -37,17 +37,24 @@ from nodes.perf_validator.bootstrap import (
 )
 from nodes.perf_validator.measure import (
     Contender,
+    estimated_column,
     geomean_band,
     interleaved_rounds_us,
     l2_flush,
     measure_config,
     perf_detail,
+    reestimated,
+    reestimated_run,
     round_order,
 )
 from schemas.gpu import (
+    MEDIAN,
+    MEDIAN_OF_CYCLE_MEANS,
     BundleManifest,
+    GpuRunReport,
     PerfDetail,
     TimingColumn,
+    cycle_means,
     outside_band,
     placement_mismatches,
 )
@@ -783,3 +790,158 @@ def test_each_flush_method_runs_its_own_operation() -> None:
     assert len(made) == 3
     with pytest.raises(ValueError, match="unknown L2 flush 'none'"):
         l2_flush(torch, "cuda:0", "none")
+
+
+# --- the estimator: median of cycle means -----------------------------------------------------
+
+TICK_US = 0.032
+
+
+def ticked(true_us: float, rng: random.Random) -> float:
+    """A duration as a timestamp-pair timer reports it: start and end read off a clock
+    that advances in 32 ns ticks, the start at a random phase of the tick."""
+    start = rng.random() * TICK_US
+    end = start + true_us
+    return round((math.floor(end / TICK_US) - math.floor(start / TICK_US)) * TICK_US, 6)
+
+
+def cycled(true_us: Sequence[float], cycles: int, seed: int) -> tuple[list[float], list[int]]:
+    """Samples taken as the protocol takes them: per cycle one from each module, module
+    m's kernel taking `true_us[m]`, in the timer's ticks."""
+    rng = random.Random(seed)
+    found: list[float] = []
+    placements: list[int] = []
+    for _ in range(cycles):
+        for module, duration in enumerate(true_us):
+            found.append(ticked(duration, rng))
+            placements.append(module)
+    return found, placements
+
+
+def column_of(found: list[float], placements: list[int]) -> TimingColumn:
+    return estimated_column(
+        found, placements, launches_per_call=1, kernels=["k"], launch=[], policy=policy()
+    )
+
+
+def test_cycle_means_resolve_what_a_median_of_ticks_cannot() -> None:
+    """Two 1.2 us kernels 0.5 % apart (eight modules each, every module a little
+    different): the samples' medians land on whole 32 ns ticks, so their ratio is 1 or
+    one tick (2.7 %) off; the medians of cycle means come within a tenth of that."""
+    rng = random.Random(5)
+    modules = [1.2 * (1 + rng.uniform(-0.004, 0.004)) for _ in range(8)]
+    reference, at_reference = cycled(modules, 60, seed=1)
+    port, at_port = cycled([m * 1.005 for m in modules], 60, seed=2)
+    plain = statistics.median(port) / statistics.median(reference)
+    assert plain == pytest.approx(1.0, abs=1e-9) or abs(plain - 1.005) > 0.02
+    estimated = column_of(port, at_port).median_us / column_of(reference, at_reference).median_us
+    truth = statistics.fmean(m * 1.005 for m in modules) / statistics.fmean(modules)
+    assert estimated == pytest.approx(truth, abs=0.003)
+
+
+def test_cycle_means_take_the_kth_sample_of_every_module() -> None:
+    assert cycle_means([1, 3, 2, 4], [0, 1, 0, 1]) == [2.0, 3.0]
+    # Module 1 lost a sample: the cycles are as many as its samples.
+    assert cycle_means([1, 3, 2, 4, 5], [0, 1, 0, 1, 0]) == [2.0, 3.0]
+    assert cycle_means([1.0, 2.0, 4.0], []) == [1.0, 2.0, 4.0]  # one module
+    with pytest.raises(ValueError):
+        cycle_means([1.0, 2.0], [0])
+
+
+def test_a_column_says_its_estimator_and_is_checked_against_it() -> None:
+    found, placements = [1.0, 3.0, 2.0, 4.0, 6.0, 8.0], [0, 1, 0, 1, 0, 1]
+    column = column_of(found, placements)
+    assert column.estimator == MEDIAN_OF_CYCLE_MEANS
+    assert column.estimate_samples_us() == [2.0, 3.0, 7.0]
+    assert column.median_us == 3.0 and column.min_us == 1.0 and column.samples == 6
+    plain = statistics.median(found)  # 3.5: right for "median", wrong for this column
+    with pytest.raises(ValidationError, match="median_of_cycle_means"):
+        TimingColumn.model_validate({**column.model_dump(), "median_us": plain})
+    old = TimingColumn.model_validate(
+        {**column.model_dump(exclude={"estimator"}), "median_us": plain}
+    )
+    assert old.estimator == MEDIAN and old.estimate_samples_us() == found
+
+
+def test_a_kept_run_is_judged_again_under_the_estimator() -> None:
+    """A run written under the samples' median is read with cycle means; one that kept
+    no samples stays as it was."""
+    modules = [2.5, 2.52, 2.48]
+    sides = {
+        label: cycled([m * scale for m in modules], 40, seed)
+        for label, scale, seed in (("port", 1.0, 1), ("reference", 1.0, 2), ("control", 1.0, 3))
+    }
+
+    def median_column(found: list[float], placements: list[int]) -> TimingColumn:
+        return TimingColumn(
+            median_us=statistics.median(found),
+            min_us=min(found),
+            launches_per_call=1,
+            samples=len(found),
+            samples_us=found,
+            sample_placements=placements,
+        )
+
+    old = PerfDetail(
+        config_id="c",
+        port=median_column(*sides["port"]),
+        reference=median_column(*sides["reference"]),
+        control=median_column(*sides["control"]),
+        rounds=120,
+    )
+    again = reestimated(old)
+    for label in ("port", "reference", "control"):
+        column = getattr(again, label)
+        assert column.estimator == MEDIAN_OF_CYCLE_MEANS
+        assert column.median_us == statistics.median(cycle_means(*sides[label]))
+        assert column.samples_us == sides[label][0]
+    assert again.ratio_interval is not None and again.aa_band is not None
+    assert again.ratio_interval[0] <= again.ratio <= again.ratio_interval[1]
+    assert (again.rounds, again.config_id) == (120, "c")
+    bare = PerfDetail(
+        config_id="c",
+        port=TimingColumn(median_us=2.5, min_us=2.4, launches_per_call=1, samples=5),
+        reference=TimingColumn(median_us=2.5, min_us=2.4, launches_per_call=1, samples=5),
+    )
+    assert reestimated(bare) is bare
+    run = GpuRunReport.model_construct(perf=[old, bare])
+    assert [d.port.estimator for d in reestimated_run(run).perf] == [MEDIAN_OF_CYCLE_MEANS, MEDIAN]
+
+
+def test_a_policy_in_cycles_keeps_its_bounds() -> None:
+    base = SamplingPolicy(minimum=20, cap=400)
+    eight = base.in_cycles(8)
+    assert (eight.minimum, eight.cap) == (5, 50)  # 20 rounds: 3 cycles, raised to 5
+    assert base.in_cycles(1) == base
+    assert SamplingPolicy(minimum=100, cap=100).in_cycles(8).cap == 13  # never under the minimum
+    with pytest.raises(ValueError, match="at least one round"):
+        base.in_cycles(0)
+
+
+def test_the_loop_with_modules_stops_in_whole_cycles_on_cycle_means() -> None:
+    """Eight modules per side, every sample on the timer's ticks: the loop counts
+    cycles, stops on a whole one, and its figure is the cycle means' median."""
+    rng = random.Random(9)
+    modules = [1.2 * (1 + rng.uniform(-0.004, 0.004)) for _ in range(8)]
+
+    class TickTimer(FakeTimer):
+        @contextmanager
+        def window(self, label: str) -> Iterator[None]:
+            yield
+            module = int(label.rsplit("@", 1)[1]) if "@" in label else 0
+            device_us = ticked(modules[module], self.rng)
+            self.taken.append(CallTiming(label, round(device_us * 1e3), 1, ("k",)))
+
+    contenders = [
+        Contender(label, lambda: None, {}, tuple(lambda: None for _ in range(7)))
+        for label in ("port", "reference", "control")
+    ]
+    timer = TickTimer({})
+    rounds, decision = measure_config(
+        FAKE_TORCH, timer, "c", contenders, FakeFlush(), policy(cap=800), 1
+    )
+    assert rounds % 8 == 0 and rounds >= 8 * 5 and decision.converged
+    found = summarise(timer.timings(), "c:port")
+    assert found is not None and len(found.device_us) == rounds
+    column = column_of(list(found.device_us), list(found.placements))
+    assert column.median_us == pytest.approx(statistics.fmean(modules), rel=0.01)
