@@ -29,6 +29,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import BaseModel
 
+from nodes.perf_validator.bootstrap import TARGET_HALF_WIDTH
 from nodes.perf_validator.measure import geomean_band, reestimated_run
 from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
@@ -630,6 +631,30 @@ def _control_line(overall: BookOverall) -> str:
     )
 
 
+def _precision_line(book: ResultsBook) -> str:
+    """How many configurations pin every compared figure (port, reference, control)
+    to the sampling target at 95 %, and how many the round cap stopped first (a run
+    from before the estimator changed can miss the target without reaching its cap:
+    its rounds were chosen on the samples' median)."""
+    timings = [timing for kernel in book.kernels for timing in kernel.timings]
+    pinned = sum(
+        all(
+            column.median_interval_us is not None
+            and (column.median_interval_us[1] - column.median_interval_us[0]) / 2
+            <= TARGET_HALF_WIDTH * column.median_us
+            for column in (timing.port, timing.reference, timing.control)
+            if column is not None
+        )
+        for timing in timings
+    )
+    capped = sum(timing.cap_hit for timing in timings)
+    return (
+        f"Precision: {pinned} of {len(timings)} configurations have every compared "
+        f"figure's 95 % interval within ±{TARGET_HALF_WIDTH:.1%}; the round cap stopped "
+        f"{capped} first."
+    )
+
+
 def _placements_line(book: ResultsBook) -> str:
     """Which kernels were timed across modules per side (gpu-run --placements), which
     from one module each."""
@@ -680,6 +705,8 @@ def book_markdown(book: ResultsBook) -> str:
         _control_line(overall),
         "",
         _placements_line(book),
+        "",
+        _precision_line(book),
         "",
         "Ratios are port / cuTile Python reference figures of CUPTI device time: per "
         "side the median of cycle means (a cycle: one sample from each of the side's "

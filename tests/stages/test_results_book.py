@@ -535,3 +535,25 @@ def test_parity_needs_the_geomean_interval_inside_its_band(runs: list[Path]) -> 
         row["port"] = _column([v * 1.05 for v in row["reference"]["samples_us"]])
     write_json(skewed / "gpu_run.json", run)
     assert not target(build_book(runs, "h200"), "f")[0]
+
+
+def test_the_book_counts_configurations_pinned_to_the_sampling_target(runs: list[Path]) -> None:
+    """A configuration counts when every compared figure's interval is within ±0.5 % of
+    it; one wider column, or none kept, leaves it out; cap stops are counted apart."""
+    assert "Precision: 0 of 5 configurations" in book_markdown(build_book(runs, "h200"))
+    for folder in runs:
+        run = read_json(folder / "gpu_run.json")
+        for row in run["perf"]:
+            for label in ("port", "reference"):
+                median = row[label]["median_us"]
+                row[label]["median_interval_us"] = [median * 0.996, median * 1.004]
+        write_json(folder / "gpu_run.json", run)
+    text = book_markdown(build_book(runs, "h200"))
+    assert "Precision: 5 of 5 configurations" in text and "stopped 0 first" in text
+    run = read_json(runs[0] / "gpu_run.json")
+    median = run["perf"][0]["port"]["median_us"]
+    run["perf"][0]["port"]["median_interval_us"] = [median * 0.99, median * 1.006]
+    run["perf"][0]["cap_hit"] = True
+    write_json(runs[0] / "gpu_run.json", run)
+    text = book_markdown(build_book(runs, "h200"))
+    assert "Precision: 4 of 5 configurations" in text and "stopped 1 first" in text
