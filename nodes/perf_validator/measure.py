@@ -283,11 +283,12 @@ def judged_detail(
         return None
     control = columns.get("control")
     relocated, port_relocated = columns.get("relocated"), columns.get("port_relocated")
+    bottom = reference.estimate_samples_us()
 
     def band(top: TimingColumn) -> tuple[float, float]:
         found = ratio_interval(
             top.estimate_samples_us(),
-            reference.estimate_samples_us(),
+            bottom,
             confidence=policy.confidence,
             resamples=policy.resamples,
             seed=policy.seed,
@@ -299,7 +300,7 @@ def judged_detail(
         reference's figure): a difference under one step of it is not resolved,
         whatever the intervals say."""
         low, high = band(top)
-        steps = [*reference.estimate_samples_us(), *top.estimate_samples_us()]
+        steps = [*bottom, *top.estimate_samples_us()]
         step = timer_tick_us(steps) / reference.median_us
         return low - step, high + step
 

@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import BaseModel
 
-from nodes.perf_validator.bootstrap import TARGET_HALF_WIDTH
+from nodes.perf_validator.bootstrap import TARGET_HALF_WIDTH, Interval
 from nodes.perf_validator.measure import geomean_band, reestimated_run
 from schemas.gpu import CaseDetail, GpuEnvironment, GpuRunReport, PerfDetail, band_text
 from schemas.model_file import ModelFileError, read_model
@@ -640,8 +640,8 @@ def _precision_line(book: ResultsBook) -> str:
     pinned = sum(
         all(
             column.median_interval_us is not None
-            and (column.median_interval_us[1] - column.median_interval_us[0]) / 2
-            <= TARGET_HALF_WIDTH * column.median_us
+            and Interval(*column.median_interval_us).relative_half_width(column.median_us)
+            <= TARGET_HALF_WIDTH
             for column in (timing.port, timing.reference, timing.control)
             if column is not None
         )
