@@ -1,13 +1,14 @@
 # The two front-door commands are `make demo` and `make test`; both set up on first use.
 SHELL := /bin/bash
-CACHE ?= $(HOME)/.cache/tileport
+# One cache setting for make and tileport alike (toolchain.env.cache_dir reads it too).
+export TILEPORT_CACHE ?= $(HOME)/.cache/tileport
 VENV := .venv
 PY := $(VENV)/bin/python
 TILEPORT := $(VENV)/bin/tileport
-export PIP_CACHE_DIR ?= $(CACHE)/pip
+export PIP_CACHE_DIR ?= $(TILEPORT_CACHE)/pip
 # One cargo target per kind of checkout (dev, ci): see toolchain.env.checkout_kind.
 export TILEPORT_CHECKOUT_KIND ?= dev
-export CARGO_TARGET_DIR ?= $(CACHE)/target-$(TILEPORT_CHECKOUT_KIND)
+export CARGO_TARGET_DIR ?= $(TILEPORT_CACHE)/target-$(TILEPORT_CHECKOUT_KIND)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 RUST_ENV = eval "$$($(TILEPORT) env --shell)"
 
@@ -23,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 rust-build: $(VENV)/.installed
 	$(RUST_ENV) && cargo build --release --locked --manifest-path kernels_rs/Cargo.toml
 
-demo: setup
+demo: setup sandbox-tools
 	$(PY) -m app.demo
 
 lint: $(VENV)/.installed
