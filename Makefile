@@ -12,7 +12,9 @@ export CARGO_TARGET_DIR ?= $(TILEPORT_CACHE)/target-$(TILEPORT_CHECKOUT_KIND)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 RUST_ENV = eval "$$($(TILEPORT) env --shell)"
 
-.PHONY: setup demo test lint typecheck rust-build rust-lint pytest sandbox-tools
+# `make check` is the fast loop (no Rust build, no whole pipeline run): lint, types and
+# the tests not marked slow.
+.PHONY: setup demo test check lint typecheck rust-build rust-lint pytest sandbox-tools
 
 setup: $(VENV)/.installed rust-build
 
@@ -24,7 +26,9 @@ $(VENV)/.installed: pyproject.toml
 rust-build: $(VENV)/.installed
 	$(RUST_ENV) && cargo build --release --locked --manifest-path kernels_rs/Cargo.toml
 
-demo: setup sandbox-tools
+# The sandbox first: without it a conversion cannot start, so the demo stops before
+# building anything and says how to fix it.
+demo: sandbox-tools setup
 	$(PY) -m app.demo
 
 lint: $(VENV)/.installed
@@ -42,10 +46,15 @@ rust-lint: rust-build
 # on Debian it is installed where missing.
 sandbox-tools:
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-		&& apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; } \
-		|| { echo "bwrap is missing: install bubblewrap (apt-get install -y bubblewrap)"; exit 1; }
+		&& echo "installing bubblewrap (the sandbox of untrusted steps)" \
+		&& apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null \
+		&& command -v bwrap >/dev/null; } \
+		|| { echo "bwrap is missing: install bubblewrap (apt-get install -y bubblewrap), then run make again" >&2; exit 1; }
 
 pytest: setup sandbox-tools
 	$(VENV)/bin/pytest -q -ra --durations=30
 
 test: lint typecheck rust-lint pytest
+
+check: lint typecheck sandbox-tools
+	$(VENV)/bin/pytest -q -ra -m "not slow" --durations=15

@@ -21,6 +21,7 @@ from app.settings import Settings, WorkerMode, load_settings
 from app.storage.migrate import upgrade_to_head
 from app.worker.pool import WorkerPool
 from app.worker.reaper import LeaseReaper
+from toolchain.doctor import run_doctor
 
 log = logging.getLogger("tileport.serve")
 
@@ -78,10 +79,21 @@ def with_local_token(settings: Settings) -> Settings:
     return settings.model_copy(update={"api_tokens": {"local": token}})
 
 
+def missing_requirements() -> list[str]:
+    """tileport doctor's required checks that fail here, each with its fix (the
+    sandbox check among them), logged once at start."""
+    missing = [f"{check.name}: {check.fix}" for check in run_doctor().missing()]
+    for line in missing:
+        log.error("not ready: %s", line)
+    # /readyz checks the sandbox live (installing bubblewrap needs no restart).
+    return [line for line in missing if not line.startswith("sandbox:")]
+
+
 def serve_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     settings = with_local_token(load_settings())
     context = prepare(settings)
+    context.missing_requirements = missing_requirements()
     threads = settings.worker_threads if args.workers is None else args.workers
     pool: WorkerPool | None = None
     reaper: LeaseReaper | None = None

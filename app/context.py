@@ -3,7 +3,7 @@ dispatcher that hands queued conversions to workers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from sqlalchemy import Engine, func, select
@@ -23,6 +23,9 @@ class ServiceContext:
     sessions: sessionmaker[Session]
     metrics: ServiceMetrics
     dispatcher: Dispatcher
+    # What `tileport serve` found missing at start (tileport doctor's required
+    # checks, each with its fix); /readyz is not ready while any is.
+    missing_requirements: list[str] = field(default_factory=list)
 
 
 def count_by_status(sessions: sessionmaker[Session]) -> dict[str, int]:

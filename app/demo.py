@@ -29,6 +29,8 @@ SETTLED_STATUSES = frozenset({"finished", "cancelled", "error", "awaiting_gpu"})
 POLL_S = 1.0
 STARTUP_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 900.0
+# Readiness checks that waiting cannot fix: the machine lacks something.
+NEEDS_SETUP = frozenset({"sandbox", "toolchain"})
 
 
 def free_port() -> int:
@@ -57,18 +59,46 @@ def start_server(data_dir: Path, port: int, token: str) -> subprocess.Popen[byte
     )
 
 
-def wait_ready(client: httpx.Client, server: subprocess.Popen[bytes]) -> None:
+class DemoError(RuntimeError):
+    """The demo cannot go on; the message says why and, where known, the fix."""
+
+
+def failure_text(response: httpx.Response) -> str:
+    """A failed request's status and the body the service answered with."""
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text[:2000]}"
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return f"HTTP {response.status_code} {error.get('code')}: {error.get('message')}"
+    return f"HTTP {response.status_code}: {body}"
+
+
+def wait_ready(client: httpx.Client, server: subprocess.Popen[bytes], data_dir: Path) -> None:
+    """Until /readyz answers 200. A server that says what it lacks (the sandbox, a
+    tool) is not waited for: the demo stops with the checks that failed."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError("tileport serve exited during start-up; see serve.log")
+            raise DemoError(f"tileport serve exited during start-up; see {data_dir / 'serve.log'}")
         try:
-            if client.get("/readyz").status_code == 200:
-                return
+            response = client.get("/readyz")
         except httpx.TransportError:
-            pass
+            time.sleep(0.5)
+            continue
+        if response.status_code == 200:
+            return
+        failed = {
+            name: result
+            for name, result in response.json().get("checks", {}).items()
+            if result != "ok"
+        }
+        if any(name in NEEDS_SETUP for name in failed):
+            lines = "\n".join(f"  {name}: {result}" for name, result in failed.items())
+            raise DemoError(f"tileport serve is not ready:\n{lines}")
         time.sleep(0.5)
-    raise RuntimeError("tileport serve did not become ready")
+    raise DemoError(f"tileport serve did not become ready; see {data_dir / 'serve.log'}")
 
 
 def submit(client: httpx.Client, token: str, no_gpu: bool) -> dict[str, Any]:
@@ -83,7 +113,8 @@ def submit(client: httpx.Client, token: str, no_gpu: bool) -> dict[str, Any]:
         files=files,
         data={"options": f'{{"no_gpu": {"true" if no_gpu else "false"}}}'},
     )
-    response.raise_for_status()
+    if response.status_code != 202:
+        raise DemoError(f"the service refused the conversion: {failure_text(response)}")
     body: dict[str, Any] = response.json()
     return body
 
@@ -93,7 +124,10 @@ def follow(client: httpx.Client, conversion_id: str) -> dict[str, Any]:
     shown: set[tuple[str, int]] = set()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
-        status: dict[str, Any] = client.get(f"/v1/conversions/{conversion_id}").json()
+        response = client.get(f"/v1/conversions/{conversion_id}")
+        if response.status_code != 200:
+            raise DemoError(f"could not read conversion {conversion_id}: {failure_text(response)}")
+        status: dict[str, Any] = response.json()
         for stage in status.get("stages", []):
             key = (str(stage.get("stage")), int(stage.get("attempt", 1)))
             if key not in shown and stage.get("verdict"):
@@ -103,7 +137,38 @@ def follow(client: httpx.Client, conversion_id: str) -> dict[str, Any]:
         if status.get("status") in SETTLED_STATUSES:
             return status
         time.sleep(POLL_S)
-    raise RuntimeError(f"conversion {conversion_id} did not finish in {RUN_TIMEOUT_S:.0f} s")
+    raise DemoError(f"conversion {conversion_id} did not finish in {RUN_TIMEOUT_S:.0f} s")
+
+
+def print_awaiting_gpu(status: dict[str, Any], data_dir: Path, token: str) -> None:
+    """A run stopped for want of a GPU: what the CPU side reached, and the command
+    that completes it (the GPU stages are still to run, not failed)."""
+    conversion_id = status["id"]
+    gpu = status["gpu"]
+    print("outcome: awaiting a GPU: every check that needs no GPU passed")
+    reached = [
+        f"{stage['stage']} {stage['verdict']}"
+        for stage in status.get("stages", [])
+        if stage.get("verdict_class") is None and stage["stage"] != "final_gate"
+    ]
+    print(f"  reached: {', '.join(reached)}; host part of host_builder passed")
+    if status.get("level"):
+        print(f"  level: {status['level']}")
+    print("  still to run on a GPU host: correctness, then performance against the reference")
+    print(f"GPU job bundle: {data_dir / 'artifacts' / 'runs' / conversion_id / gpu['bundle']}")
+    print("complete the run from a GPU host (the server must be up: --keep-serving):")
+    print(f"  TILEPORT_API_TOKEN={token} {gpu['command']}")
+
+
+def print_outcome(status: dict[str, Any]) -> None:
+    for key, value in (status.get("headline") or {}).items():
+        print(f"  {key}: {value}")
+    print(
+        f"outcome: {status.get('status')}, {status.get('outcome')}, "
+        f"final gate {status.get('gate_verdict')}"
+    )
+    if status.get("error"):
+        print(f"error: {status['error']}")
 
 
 def run_demo(keep_serving: bool, no_gpu: bool) -> int:
@@ -114,34 +179,25 @@ def run_demo(keep_serving: bool, no_gpu: bool) -> int:
     server = start_server(data_dir, port, token)
     try:
         with httpx.Client(base_url=base, timeout=30.0) as client:
-            wait_ready(client, server)
+            wait_ready(client, server, data_dir)
             created = submit(client, token, no_gpu)
             conversion_id = str(created["id"])
             print(f"submitted softmax: conversion {conversion_id}")
             page = f"{base}{created['links']['web']}"
             print(f"status page: {page}")
             status = follow(client, conversion_id)
-        for key, value in (status.get("headline") or {}).items():
-            print(f"  {key}: {value}")
         print(f"status page: {page}")
-        print(
-            f"outcome: {status.get('status')}, {status.get('outcome')}, "
-            f"final gate {status.get('gate_verdict')}"
-        )
-        gpu = status.get("gpu")
-        if gpu:
-            print(
-                f"awaiting a GPU: {status.get('level') or 'every check that needs no GPU passed'}"
-            )
-            print(
-                f"GPU job bundle: {data_dir / 'artifacts' / 'runs' / conversion_id / gpu['bundle']}"
-            )
-            print("complete the run from a GPU host (the server must be up: --keep-serving):")
-            print(f"  TILEPORT_API_TOKEN={token} {gpu['command']}")
+        if status.get("status") == "awaiting_gpu" and status.get("gpu"):
+            print_awaiting_gpu(status, data_dir, token)
+        else:
+            print_outcome(status)
         if keep_serving:
             print("serving until Ctrl-C")
             server.wait()
         return 0 if status.get("status") in ("finished", "awaiting_gpu") else 1
+    except DemoError as error:
+        print(f"demo stopped: {error}", file=sys.stderr)
+        return 1
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -1,4 +1,4 @@
-"""The routing table and the caps of PIPELINE.md, as pure functions.
+"""The routing table and the caps of docs/PIPELINE.md, as pure functions.
 
 Each `after_*` function maps the verdict a stage just gave (plus the attempts
 used so far) to the next stage or to an outcome. One rule applies on top of

@@ -91,7 +91,7 @@ def run_final_gate(state: PipelineState) -> StageResult:
         outcome=state.outcome or Outcome.STOP,
         checks=audit.checks,
         reached_gpu_boundary=boundary,
-        headline=_headline(audit, len(failures)),
+        headline=_headline(audit, len(failures), boundary),
         summary=summary,
     )
     return StageResult(report=report)
@@ -270,16 +270,19 @@ def _reached_gpu_boundary(audit: _Audit) -> bool:
     )
 
 
-def _headline(audit: _Audit, failures: int) -> Headline:
+def _headline(audit: _Audit, failures: int, awaiting_gpu: bool) -> Headline:
+    """The run in a few fields. At the GPU boundary the checks a GPU run decides
+    are pending, not failed: the headline counts them as such."""
     state = audit.state
-    headline: Headline = {
-        "outcome": state.outcome.value if state.outcome else None,
-        "gate_failures": failures,
-    }
+    headline: Headline = {"outcome": state.outcome.value if state.outcome else None}
+    if awaiting_gpu:
+        headline["gpu_checks_pending"] = failures
+    else:
+        headline["gate_failures"] = failures
     last = _last_routed(state)
-    if state.outcome is Outcome.STOP and last is not None:
+    if state.outcome is Outcome.STOP and last is not None and not awaiting_gpu:
         headline["stopped_after"] = f"{last.stage.value}: {last.verdict}"
-    if audit.correctness is not None:
+    if audit.correctness is not None and not awaiting_gpu:
         headline["correctness"] = audit.correctness.verdict.value
         headline["gpu"] = audit.correctness.gpu_statement()
     perf = audit.report(Stage.PERF_VALIDATOR)

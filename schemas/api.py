@@ -34,6 +34,7 @@ class ErrorCode(StrEnum):
     INVALID_GPU_RESULTS = "invalid_gpu_results"
     INTERNAL = "internal_error"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    REQUIREMENT_MISSING = "requirement_missing"
     ARTIFACT_CORRUPT = "artifact_corrupt"
 
 

@@ -1,5 +1,5 @@
 """The IR diff report: what `tileport ir diff` prints as JSON and what the
-IR-diff analyst stage routes from. Classification follows PIPELINE.md,
+IR-diff analyst stage routes from. Classification follows docs/PIPELINE.md,
 "IR diff: what must match"."""
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ class ConfigCheck(_Strict):
 
     level: SamenessLevel = Field(
         "different",
-        description="The level of sameness (PIPELINE.md): `exact` IR with identical SASS; "
+        description="The level of sameness (docs/PIPELINE.md): `exact` IR with identical SASS; "
         "`sass-identical`: cubins identical on sm_90 and sm_100 whatever the IR text; "
         "else the IR's level. Derived from the other fields.",
     )

@@ -4,7 +4,7 @@ Canonicalising (a) renames every value by definition order (`%a0..` for entry
 arguments, `%0..` for everything else, block arguments included), (b) drops
 constants that no op uses, (c) drops the entry symbol and debug-only entry
 attributes, and (d) spells literals, spacing, region syntax and the `cuda_tile.` prefix one way.
-Nothing else is forgiven: see PIPELINE.md, "Levels of sameness".
+Nothing else is forgiven: see docs/PIPELINE.md, "Levels of sameness".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Turn an alignment into findings: what changed on paired ops (attributes,
-types, operands) and what has no counterpart, classified as PIPELINE.md says."""
+types, operands) and what has no counterpart, classified as docs/PIPELINE.md says."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Diff two Tile IRs: `exact` from the canonical forms, findings from an
-op-by-op alignment, classified as PIPELINE.md ("IR diff: what must match").
+op-by-op alignment, classified as docs/PIPELINE.md ("IR diff: what must match").
 
     report = diff_files(Path("ref.bytecode"), Path("gen.mlir"))
     print(render_human(report))          # or report.model_dump_json(indent=2)

@@ -1,4 +1,4 @@
-"""The semantically equivalent forms PIPELINE.md accepts, recognised in an
+"""The semantically equivalent forms docs/PIPELINE.md accepts, recognised in an
 alignment. Each detector explains the ops it accounts for (they produce no
 other finding), maps the values they compute, and returns `equivalent`
 findings.

@@ -4,7 +4,7 @@ Constants are not ops to align but values: an operand that is a constant is
 described by its type and value, wherever and however often the constant was
 materialised. Non-negativity assumes (`assume bounded<0, ?>`) and `assume div_by<1>` are
 transparent: their result stands for their operand. Both are noise in
-PIPELINE.md terms.
+docs/PIPELINE.md terms.
 """
 
 from __future__ import annotations

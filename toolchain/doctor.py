@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Callable
 
 from schemas.doctor import Check, DoctorReport
+from toolchain import sandbox
 from toolchain.env import KERNELS_RS, find_toolchain, rs_export_binary, toolchain_env
 from toolchain.tools import version_line
 
@@ -188,12 +189,23 @@ def check_gpu() -> Check:
     return Check(name="gpu", ok=True, optional=True, note="CUDA driver present, no nvidia-smi")
 
 
+def check_sandbox() -> Check:
+    """Untrusted steps (a kernel's export, a build of generated Rust) run only in
+    the sandbox; without it every conversion stops at its first such step."""
+    reason = sandbox.unavailable_reason()
+    if reason is not None:
+        return Check(name="sandbox", ok=False, fix=reason)
+    if sandbox.mode() == sandbox.WEAK:
+        return Check(name="sandbox", ok=True, version=sandbox.WEAK, note="filesystem open")
+    return Check(name="sandbox", ok=True, version=sandbox.BWRAP, path=shutil.which(sandbox.BWRAP))
+
+
 CHECK_GROUPS: tuple[Callable[[], list[Check]], ...] = (
     check_python_packages,
     check_cuda_tools,
     check_rust,
     check_headers,
-    lambda: [check_libclang(), check_triton_tileir(), check_gpu()],
+    lambda: [check_libclang(), check_sandbox(), check_triton_tileir(), check_gpu()],
 )
 
 

@@ -119,18 +119,8 @@ class Sandbox:
             prefix = ["unshare", "-n", "--"] if network_isolation_works() else []
             launcher = _launcher(self, processes=False, user=None)
             return Launch([*prefix, *launcher, *argv], env)
-        bwrap = shutil.which(BWRAP)
-        if bwrap is None:
-            raise SandboxUnavailable(
-                f"the sandbox is unavailable: bwrap is not installed; {HOW_TO_FIX}"
-            )
+        bwrap = usable_bwrap()
         as_root = os.geteuid() == 0
-        refused = _probe(bwrap, as_root)
-        if refused is not None:
-            raise SandboxUnavailable(
-                f"the sandbox is unavailable: bwrap cannot create its namespaces here "
-                f"({refused}); {HOW_TO_FIX}"
-            )
         user = sandbox_user(shared=bool(self.writable)) if as_root else None
         if user is not None:
             _check_readable(self.read_only, user)
@@ -147,6 +137,35 @@ class Sandbox:
             args += ["--setenv", name, value]
         launcher = _launcher(self, processes=True, user=user)
         return Launch([*args, "--", *launcher, *argv], {"PATH": PATH})
+
+
+def usable_bwrap() -> str:
+    """The path of a bwrap that can create the sandbox's namespaces here. Raises
+    SandboxUnavailable saying why not and how to fix it."""
+    bwrap = shutil.which(BWRAP)
+    if bwrap is None:
+        raise SandboxUnavailable(
+            f"the sandbox is unavailable: bwrap is not installed; {HOW_TO_FIX}"
+        )
+    refused = _probe(bwrap, os.geteuid() == 0)
+    if refused is not None:
+        raise SandboxUnavailable(
+            f"the sandbox is unavailable: bwrap cannot create its namespaces here "
+            f"({refused}); {HOW_TO_FIX}"
+        )
+    return bwrap
+
+
+def unavailable_reason() -> str | None:
+    """None when untrusted steps can run here (in the configured mode), else why
+    not and how to fix it: what `tileport doctor` and /readyz report."""
+    try:
+        if mode() == WEAK:
+            return None
+        usable_bwrap()
+    except SandboxUnavailable as error:
+        return str(error)
+    return None
 
 
 def mode() -> str:

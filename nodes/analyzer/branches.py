@@ -3,7 +3,7 @@
 cuTile Python prunes them at compile time, so each side is a different kernel
 structure. A port spec's variant must not cover configurations that take
 different sides: the Rust port cannot specialise that implicitly, so such a
-variant has to be split (PIPELINE.md: "branches on constants that change tile
+variant has to be split (docs/PIPELINE.md: "Branches on constants that change tile
 rank/shape/memory API become separate Rust entries"). Conditions are evaluated
 per configuration with a small interpreter over literals, constants,
 `x.dtype`, `ct.<dtype>`, arithmetic, comparisons and boolean operators;

@@ -9,7 +9,7 @@ On a GPU host this module runs, in order:
    poisoned first, the spec's tolerances, a non-finite check, and a bitwise
    comparison with the cuTile Python kernel's own output;
 2. ABI probes that need a GPU (host memory, misaligned device memory);
-3. perf, only after ALL_PASS (PIPELINE.md, "Performance protocol");
+3. perf, only after ALL_PASS (docs/PIPELINE.md, "Performance protocol");
 4. host wall-clock per call, with and without CUDA graph capture.
 
 It writes `correctness.json` (CorrectnessReport), `perf.json` (PerfReport),

@@ -218,6 +218,9 @@ def test_gpu_boundary_awaits_a_gpu_and_does_not_pass(tmp_path: Path) -> None:
     assert report.summary.startswith("awaiting a GPU: every check that needs no GPU passed")
     host = load_report(HostBuildReport, state.layout())
     assert host.host_part_passed()
+    # The GPU's checks are pending, not failed: the headline does not count them as failures.
+    assert "gate_failures" not in report.headline and "stopped_after" not in report.headline
+    assert report.headline["gpu_checks_pending"] == len(_failed(report)) > 0
 
 
 def test_host_failure_is_not_the_gpu_boundary(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Every routing row and every cap of PIPELINE.md, driven through the compiled graph
+"""Every routing row and every cap of docs/PIPELINE.md, driven through the compiled graph
 with scripted stage outcomes (and, for the rows the caps make unreachable by
 running, from a seeded state), plus the pure routing functions row by row."""
 

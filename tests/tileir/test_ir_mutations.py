@@ -26,7 +26,7 @@ from tileir.diff import diff_texts, render_human
 HERE = Path(__file__).resolve().parent
 MUTATIONS = HERE / "mutations"
 CASES = sorted(MUTATIONS.glob("*.mlir"))
-# What the suite must cover (PIPELINE.md, "IR diff: what must match").
+# What the suite must cover (docs/PIPELINE.md, "IR diff: what must match").
 REQUIRED_CRITICAL = {
     "padding_value",
     "flush_to_zero",

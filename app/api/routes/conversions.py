@@ -36,6 +36,7 @@ from schemas.api import (
     ErrorCode,
 )
 from schemas.pipeline import RunOptions
+from toolchain.sandbox import unavailable_reason
 
 router = APIRouter(prefix="/v1/conversions", tags=["conversions"])
 
@@ -164,6 +165,19 @@ def mark_undispatched(context: ServiceContext, conversion_id: str, reason: str) 
         conversions.record_event(session, "conversion.dispatch_failed", reason, conversion_id)
 
 
+def refuse_unless_runnable(context: ServiceContext) -> None:
+    """A conversion this server could not run is refused before anything is read
+    or stored, with the cause and its fix (what /readyz says too)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        raise ApiError(503, ErrorCode.SANDBOX_UNAVAILABLE, reason, headers={"Retry-After": "60"})
+    if context.missing_requirements:
+        message = "this server lacks what a conversion needs: " + "; ".join(
+            context.missing_requirements
+        )
+        raise ApiError(503, ErrorCode.REQUIREMENT_MISSING, message, headers={"Retry-After": "60"})
+
+
 def dispatch(context: ServiceContext, conversion_id: str) -> None:
     try:
         context.dispatcher.dispatch(conversion_id)
@@ -192,6 +206,7 @@ async def create_conversion(
 ) -> ConversionAccepted:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     try:
+        await run_in_threadpool(refuse_unless_runnable, context)
         if content_type == "multipart/form-data":
             submission = await multipart_submission(request, context)
         elif content_type == "application/json":

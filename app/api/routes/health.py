@@ -11,6 +11,7 @@ from app.api.deps import ContextDep
 from app.context import ServiceContext
 from app.storage.migrate import is_at_head
 from schemas.api import Health, Readiness
+from toolchain.sandbox import unavailable_reason
 
 router = APIRouter(tags=["operations"])
 
@@ -40,12 +41,26 @@ def check_queue(context: ServiceContext) -> str:
     return "ok"
 
 
+def check_sandbox(context: ServiceContext) -> str:
+    """Every conversion's first untrusted step needs it; checked live, so installing
+    bubblewrap makes a running server ready."""
+    reason = unavailable_reason()
+    return "ok" if reason is None else f"failed: {reason}"
+
+
+def check_requirements(context: ServiceContext) -> str:
+    missing = context.missing_requirements
+    return "ok" if not missing else "failed: " + "; ".join(missing)
+
+
 def readiness(context: ServiceContext) -> dict[str, str]:
     checks: dict[str, str] = {}
     for name, check in (
         ("database", check_database),
         ("artifacts", check_artifact_root),
         ("queue", check_queue),
+        ("sandbox", check_sandbox),
+        ("toolchain", check_requirements),
     ):
         try:
             checks[name] = check(context)
