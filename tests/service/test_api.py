@@ -377,11 +377,30 @@ def test_broker_failure_is_503_and_the_conversion_is_marked(
     assert ready.status_code == 503 and ready.json()["checks"]["queue"].startswith("failed")
 
 
+def test_a_missing_requirement_makes_the_server_unready_and_refuse(
+    client: TestClient, context: ServiceContext
+) -> None:
+    context.missing_requirements = ["cargo: run `make setup`"]
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["toolchain"] == "failed: cargo: run `make setup`"
+    response = submit(client)
+    assert response.status_code == 503 and error_code(response) == "requirement_missing"
+    assert "cargo: run `make setup`" in response.json()["error"]["message"]
+    assert client.get("/v1/conversions").json()["total"] == 0
+
+
 def test_health_ready_metrics(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200, ready.text
-    assert ready.json()["checks"] == {"database": "ok", "artifacts": "ok", "queue": "ok"}
+    assert ready.json()["checks"] == {
+        "database": "ok",
+        "artifacts": "ok",
+        "queue": "ok",
+        "sandbox": "ok",
+        "toolchain": "ok",
+    }
     submit(client)
     client.get("/v1/conversions/nope")
     metrics = client.get("/metrics").text
