@@ -194,7 +194,10 @@ def run_demo(keep_serving: bool, no_gpu: bool) -> int:
         if keep_serving:
             print("serving until Ctrl-C")
             server.wait()
-        return 0 if status.get("status") in ("finished", "awaiting_gpu") else 1
+        settled_well = status.get("status") == "awaiting_gpu" or (
+            status.get("status") == "finished" and status.get("gate_verdict") == "PASS"
+        )
+        return 0 if settled_well else 1
     except DemoError as error:
         print(f"demo stopped: {error}", file=sys.stderr)
         return 1

@@ -207,6 +207,11 @@ def cargo_sandbox(crate: Path, target_dir: Path, env: Mapping[str, str]) -> Sand
     rustup_home = Path(os.environ.get("RUSTUP_HOME", Path.home() / ".rustup"))
     paths = [cargo_home / name for name in ("bin", "registry", "git", "config.toml", "config")]
     paths += [rustup_home / name for name in ("toolchains", "update-hashes", "settings.toml")]
+    # The cargo this machine runs may live outside CARGO_HOME (rustup installed it
+    # under ~/.cargo/bin, and CARGO_HOME was moved since): its folder comes along.
+    found = shutil.which("cargo")
+    tools = [Path(found).parent] if found else []
+    search = ":".join(str(folder) for folder in dict.fromkeys([cargo_home / "bin", *tools]))
     return Sandbox(
         scratch=crate,
         env={
@@ -215,9 +220,9 @@ def cargo_sandbox(crate: Path, target_dir: Path, env: Mapping[str, str]) -> Sand
             "CARGO_HOME": str(cargo_home),
             "RUSTUP_HOME": str(rustup_home),
             "CARGO_TARGET_DIR": str(target_dir),
-            "PATH": f"{cargo_home / 'bin'}:{env.get('PATH', PATH)}",
+            "PATH": f"{search}:{env.get('PATH', PATH)}",
         },
-        read_only=[path for path in paths if path.exists()],
+        read_only=[path for path in dict.fromkeys([*paths, *tools]) if path.exists()],
         writable=[target_dir],
         limits=CARGO_LIMITS,
     )

@@ -12,6 +12,7 @@ import pytest
 
 from nodes.host_builder.library import LibraryBuildError, build_library, create_workspace
 from nodes.kernel_writer.rust_check import check_kernel_rs
+from toolchain.sandbox import cargo_sandbox
 
 SECRET = "tok-9d2e77c1a4"
 
@@ -42,3 +43,19 @@ def test_a_workspace_build_without_a_sandbox_is_refused(
     monkeypatch.setenv("PATH", str(tools))
     with pytest.raises(LibraryBuildError, match="the sandbox is unavailable: bwrap is not"):
         build_library(workspace)
+
+
+def test_the_cargo_this_machine_runs_is_in_the_build_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rustup puts cargo in ~/.cargo/bin; with CARGO_HOME moved since (a registry of
+    its own), the cargo a build runs must still be inside the sandbox."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo is not installed")
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    box = cargo_sandbox(tmp_path / "crate", tmp_path / "target", {"PATH": "/usr/bin:/bin"})
+    folder = Path(cargo).parent
+    assert folder in box.read_only
+    assert str(folder) in box.env["PATH"].split(":")
+    assert box.env["CARGO_HOME"] == str(tmp_path / "cargo-home")
