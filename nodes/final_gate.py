@@ -282,8 +282,10 @@ def _headline(audit: _Audit, failures: int, awaiting_gpu: bool) -> Headline:
     last = _last_routed(state)
     if state.outcome is Outcome.STOP and last is not None and not awaiting_gpu:
         headline["stopped_after"] = f"{last.stage.value}: {last.verdict}"
-    if audit.correctness is not None and not awaiting_gpu:
-        headline["correctness"] = audit.correctness.verdict.value
+    if audit.correctness is not None:
+        # At the boundary the verdict is only "not run yet"; the statement says so.
+        if not awaiting_gpu:
+            headline["correctness"] = audit.correctness.verdict.value
         headline["gpu"] = audit.correctness.gpu_statement()
     perf = audit.report(Stage.PERF_VALIDATOR)
     if isinstance(perf, PerfReport):

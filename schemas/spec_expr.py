@@ -25,6 +25,25 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+# Past 64 bits no launcher can hold a value: a shift or power beyond is refused
+# before Python computes it (an enormous integer would exhaust memory).
+_MAX_BITS = 64
+
+
+def _lshift(a: Value, b: Value) -> Value:
+    if isinstance(b, int) and b > _MAX_BITS and a != 0:
+        raise ExprError(f"{a} << {b} overflows 64-bit integers")
+    shifted: Value = operator.lshift(a, b)
+    return shifted
+
+
+def _pow(a: Value, b: Value) -> Value:
+    if isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b > _MAX_BITS:
+        raise ExprError(f"{a} ** {b} overflows 64-bit integers")
+    power: Value = operator.pow(a, b)
+    return power
+
+
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -43,8 +62,8 @@ _BINARY: dict[type[ast.operator], Callable[[Value, Value], Value]] = {
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.LShift: operator.lshift,
+    ast.Pow: _pow,
+    ast.LShift: _lshift,
     ast.RShift: operator.rshift,
     ast.BitAnd: operator.and_,
     ast.BitOr: operator.or_,

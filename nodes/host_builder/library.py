@@ -496,7 +496,8 @@ def mod_rs(bindings: list[OperatorBinding], cdef: str, with_kernels: bool) -> st
         "//! one launcher module per operator. Do not edit.\n\n"
         "use std::ffi::{c_char, CStr};\n\n"
         "pub mod abi;\n"
-        "pub mod runtime;\n\n"
+        "pub mod runtime;\n"
+        "pub mod spec_arith;\n\n"
         f"{modules}\n\n"
         "/// The cffi declarations of this library, the single source of truth of its ABI.\n"
         f'pub static CDEF: &CStr = cr#"{cdef}"#;\n\n'

@@ -3,9 +3,11 @@
 The launcher derives constants, the grid and the variant from the call's
 arguments exactly as the spec (and so the cuTile Python host) does. Each
 expression of `schemas.spec_expr` becomes a Rust expression over typed
-variables; integer arithmetic goes through checked helpers of the runtime
-(`rt::add(a, b)?`, `rt::floordiv(a, b)?`, ...), so an overflow or a division by
-zero is a BAD_SHAPE status, never a wrap-around or a panic.
+variables; integer arithmetic goes through the checked helpers of
+`kernels_rs/ported/src/ffi/spec_arith.rs` (`rt::add(a, b)?`, `rt::floordiv(a, b)?`,
+...), so an overflow or a division by zero refuses the launch, never wraps around
+or panics. It is the one emitter of spec expressions: the pipeline's launchers
+and the TileGym delivery's (`nodes/tilegym_backend/ffi_rs.py`) both use it.
 """
 
 from __future__ import annotations
@@ -64,11 +66,30 @@ _COMPARE: dict[type[ast.cmpop], str] = {
 }
 
 
-class Transpiler:
-    """Translates expressions over a fixed set of typed variables."""
+def propagated(call: str) -> str:
+    """A checked helper's value inside a function returning the runtime's result."""
+    return f"{call}?"
 
-    def __init__(self, variables: Mapping[str, Variable]) -> None:
+
+def abi_dtype(dtype: DType) -> str:
+    """A dtype as the C ABI's `Dtype` enum names it."""
+    return f"Dtype::{camel(dtype.name)}"
+
+
+class Transpiler:
+    """Translates expressions over a fixed set of typed variables. The checked
+    helpers are `rt::*` (`spec_arith.rs`); `checked` says how a launcher takes a
+    helper's result (by default `?`), `dtype_literal` how it spells a dtype."""
+
+    def __init__(
+        self,
+        variables: Mapping[str, Variable],
+        checked: Callable[[str], str] = propagated,
+        dtype_literal: Callable[[DType], str] = abi_dtype,
+    ) -> None:
         self.variables = dict(variables)
+        self.checked = checked
+        self.dtype_literal = dtype_literal
         self._text = ""
 
     def expression(self, text: str | int | float | bool, want: Kind) -> str:
@@ -144,12 +165,13 @@ class Transpiler:
         left, right = self._numeric(node.left), self._numeric(node.right)
         op = type(node.op)
         if op is ast.Div:
-            return Typed(f"rt::true_div({_as_float(left)}, {_as_float(right)})?", Kind.FLOAT)
+            call = _helper("rt::true_div", _as_float(left), _as_float(right))
+            return Typed(self.checked(call), Kind.FLOAT)
         if left.kind is Kind.INT and right.kind is Kind.INT:
             helper = _INT_BINARY.get(op)
             if helper is None:
                 raise self._fail(f"integer operator {op.__name__}")
-            return Typed(f"{helper}({left.code}, {right.code})?", Kind.INT)
+            return Typed(self.checked(_helper(helper, left.code, right.code)), Kind.INT)
         symbol = _FLOAT_BINARY.get(op)
         if symbol is None:
             raise self._fail(f"float operator {op.__name__}")
@@ -165,8 +187,11 @@ class Transpiler:
         operand = self._numeric(node.operand)
         if isinstance(node.op, ast.UAdd):
             return operand
+        literal = node.operand
+        if isinstance(literal, ast.Constant) and type(literal.value) is int:
+            return Typed(f"-{literal.value}i64", Kind.INT)  # a literal: nothing to check
         if operand.kind is Kind.INT:
-            return Typed(f"rt::sub(0, {operand.code})?", Kind.INT)
+            return Typed(self.checked(_helper("rt::sub", "0", operand.code)), Kind.INT)
         return Typed(f"(-{operand.code})", Kind.FLOAT)
 
     def _bool_op(self, node: ast.expr) -> Typed:
@@ -183,7 +208,8 @@ class Transpiler:
         links = [
             self._comparison(operands[i], op, operands[i + 1]) for i, op in enumerate(node.ops)
         ]
-        return Typed("(" + " && ".join(links) + ")", Kind.BOOL)
+        code = links[0] if len(links) == 1 else "(" + " && ".join(links) + ")"
+        return Typed(code, Kind.BOOL)
 
     def _comparison(self, left_node: ast.expr, op: ast.cmpop, right_node: ast.expr) -> str:
         left, right = self._node(left_node), self._node(right_node)
@@ -208,7 +234,7 @@ class Transpiler:
             member = DType.from_spec_name(name)
         except KeyError:
             raise self._fail(f"{name!r} is not a dtype name") from None
-        return f"({variable} {symbol} Dtype::{camel(member.name)})"
+        return f"({variable} {symbol} {self.dtype_literal(member)})"
 
     def _if(self, node: ast.expr) -> Typed:
         assert isinstance(node, ast.IfExp)
@@ -224,7 +250,8 @@ class Transpiler:
             codes = (_as_float(body), _as_float(orelse))
         else:
             raise self._fail("the branches of `a if c else b` have different types")
-        return Typed(f"(if {test.code} {{ {codes[0]} }} else {{ {codes[1]} }})", kind)
+        condition = unwrapped(test.code)  # rustc warns of parentheses around it
+        return Typed(f"(if {condition} {{ {codes[0]} }} else {{ {codes[1]} }})", kind)
 
     def _call(self, node: ast.expr) -> Typed:
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -234,7 +261,8 @@ class Transpiler:
             arity = 2 if name == "cdiv" else 1
             if len(args) != arity or any(arg.kind is not Kind.INT for arg in args):
                 raise self._fail(f"{name} takes {arity} integer argument(s)")
-            return Typed(f"rt::{name}({', '.join(a.code for a in args)})?", Kind.INT)
+            call = _helper(f"rt::{name}", *(a.code for a in args))
+            return Typed(self.checked(call), Kind.INT)
         if not args:
             raise self._fail(f"{name}() needs arguments")
         if all(arg.kind is Kind.INT for arg in args):
@@ -245,6 +273,23 @@ class Transpiler:
         for code in codes[1:]:
             combined = f"{combined}.{name}({code})"
         return Typed(combined, kind)
+
+
+def unwrapped(code: str) -> str:
+    """`code` without one pair of parentheses around all of it."""
+    if not (code.startswith("(") and code.endswith(")")):
+        return code
+    depth = 0
+    for index, char in enumerate(code):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and index < len(code) - 1:
+            return code  # the first parenthesis closes before the end
+    return code[1:-1]
+
+
+def _helper(name: str, *arguments: str) -> str:
+    """A call of a checked helper; rustc warns of parentheses around an argument."""
+    return f"{name}({', '.join(unwrapped(argument) for argument in arguments)})"
 
 
 def _as_float(typed: Typed) -> str:

@@ -14,21 +14,20 @@ call: a launch the port was not proven for is never run.
 
 from __future__ import annotations
 
-import ast
 import re
 import textwrap
 
 from nodes.host_builder.abi import DType
 from nodes.host_builder.binding import (
-    FACT_ALIGNMENT,
     ExtentKind,
     GenericRule,
     OperatorBinding,
     Precondition,
     VariantBinding,
 )
+from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
+from nodes.tilegym_backend.checkout import SPEC_ARITH_MODULE
 from schemas.port_spec import PortSpec
-from schemas.spec_expr import parse
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
 ELEMENT_NAMES: dict[DType, str] = {
@@ -53,8 +52,26 @@ _SCALAR_TYPES: dict[DType, tuple[str, str]] = {
     DType.FLOAT32: ("float", "f32"),
     DType.FLOAT64: ("double", "f64"),
 }
-_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
-_COMPARE = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_CONSTANT_KINDS = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}
+
+
+# How a symbol takes a checked value of tileport's spec_arith: the value, or the launch
+# refused with the reason (a C function has no `?`).
+_CHECKED_MACRO = """
+/// A port-spec expression's value (tileport's `spec_arith`, Python's semantics), or
+/// the launch refused with why: never a wrapped or truncated value.
+macro_rules! checked {
+    ($symbol:literal, $value:expr) => {
+        match $value {
+            Ok(value) => value,
+            Err(error) => {
+                eprintln!("{}: {}", $symbol, error);
+                return rc::INVALID_ARGS;
+            }
+        }
+    };
+}
+"""
 
 
 class FfiError(ValueError):
@@ -99,61 +116,47 @@ def c_parameters(spec: PortSpec, order: list[str]) -> list[tuple[str, str]]:
     return params
 
 
+def spec_variables(spec: PortSpec, bound: set[str]) -> dict[str, Variable]:
+    """What a symbol's expressions may name, as its Rust variables: the extents it
+    bound, its constants and scalars (C parameters), and the element type `dty`."""
+    variables = {name: Variable(_variable(name), Kind.INT) for name in bound}
+    for name, constant in spec.constants.items():
+        variables[name] = Variable(_variable(name), _CONSTANT_KINDS[constant.type])
+    for name, scalar in spec.scalars.items():
+        dtype = DType.from_spec_name(scalar.dtype)
+        if dtype in (DType.INT32, DType.INT64):
+            variables[name] = Variable(f"i64::from({_variable(name)})", Kind.INT)
+        elif dtype in (DType.FLOAT32, DType.FLOAT64):
+            variables[name] = Variable(f"f64::from({_variable(name)})", Kind.FLOAT)
+    variables["dtype"] = Variable("dty", Kind.DTYPE)
+    return variables
+
+
 class SpecExpr:
-    """A spec expression (`X_0 % 16 == 0 and dtype == 'float16'`) as Rust over the
-    bound extents, the passed constants and `dty`."""
+    """Spec expressions (`X_0 % 16 == 0 and dtype == 'float16'`) as Rust over a
+    symbol's variables (`spec_variables`): the one emitter (`host_builder.rust_expr`),
+    with Python's semantics. Its checked helpers are tileport's `spec_arith.rs`
+    (`rt`); a value they refuse refuses the launch (`checked!`, `render_file`)."""
 
-    def __init__(self, names: set[str]) -> None:
-        self.names = names
+    def __init__(self, variables: dict[str, Variable], sym: str) -> None:
+        self._transpiler = Transpiler(
+            variables,
+            checked=lambda call: f'checked!("{sym}", {call})',
+            dtype_literal=_dtype_name,
+        )
 
-    def rust(self, value: str | int | bool) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, int):
-            return f"{value}_i64"
-        return self._node(parse(value), value)
-
-    def _node(self, node: ast.expr, text: str) -> str:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return f"{node.value}_i64"
-        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
-            return "true" if node.value else "false"
-        if isinstance(node, ast.Constant) and type(node.value) is float:
-            return f"{node.value!r}_f64"
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return f'"{_dtype_name(node.value, text)}"'
-        if isinstance(node, ast.Name) and node.id == "dtype":
-            return "dty"
-        if isinstance(node, ast.Name) and node.id in self.names:
-            return _variable(node.id)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            op = _BINARY[type(node.op)]
-            return f"({self._node(node.left, text)} {op} {self._node(node.right, text)})"
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-            left = self._node(node.left, text)
-            right = self._node(node.comparators[0], text)
-            return f"({left} {_COMPARE[type(node.ops[0])]} {right})"
-        if isinstance(node, ast.BoolOp):
-            joiner = " && " if isinstance(node.op, ast.And) else " || "
-            return "(" + joiner.join(self._node(v, text) for v in node.values) + ")"
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return f"!{self._node(node.operand, text)}"
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return f"(-{self._node(node.operand, text)})"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            args = [self._node(a, text) for a in node.args]
-            if node.func.id == "cdiv" and len(args) == 2:
-                return f"(({args[0]} + {args[1]} - 1) / {args[1]})"
-            if node.func.id in ("min", "max") and len(args) == 2:
-                return f"{args[0]}.{node.func.id}({args[1]})"
-        raise FfiError(f"the expression {text!r} is not one this generator writes")
+    def rust(self, value: str | int | bool, want: Kind = Kind.BOOL) -> str:
+        try:
+            return self._transpiler.expression(value, want)
+        except TranspileError as error:
+            raise FfiError(str(error)) from None
 
 
-def _dtype_name(spec_name: str, text: str) -> str:
-    try:
-        return ELEMENT_NAMES[DType.from_spec_name(spec_name)]
-    except (KeyError, ValueError):
-        raise FfiError(f"{text!r}: {spec_name!r} is not an element type of ffi_util") from None
+def _dtype_name(dtype: DType) -> str:
+    name = ELEMENT_NAMES.get(dtype)
+    if name is None:
+        raise TranspileError(f"{dtype.spec_name!r} is not an element type of ffi_util")
+    return f'"{name}"'
 
 
 def element_types(binding: OperatorBinding) -> list[DType]:
@@ -181,31 +184,15 @@ def _precondition(pre: Precondition) -> str:
 
 
 def _fact(rule: GenericRule) -> str:
-    """The launch fact cuTile Python states for an array (`binding.fact_value`)."""
+    """The launch fact cuTile Python states for an array (`binding.fact_value`),
+    computed by tileport's spec_arith as the pipeline's launchers compute it."""
     desc = f"{rule.array}_d"
     if rule.extent is ExtentKind.ADDRESS:
-        return f"fact({desc}.ptr as i64)"
+        return f"rt::address_fact({desc}.ptr as u64)"
     if rule.extent is ExtentKind.SHAPE:
-        return f"fact({desc}.shape[{rule.dim}])"
-    return f"stride_fact({desc}.strides[{rule.dim}], dtype_elem_size({desc}.dtype) as i64)"
-
-
-_FACT_HELPERS = f"""
-/// The divisibility cuTile Python states at launch for an address or extent:
-/// {FACT_ALIGNMENT}, or nothing (1). A port compiled for it takes it as a generic.
-fn fact(value: i64) -> i64 {{
-    if value % {FACT_ALIGNMENT} == 0 {{ {FACT_ALIGNMENT} }} else {{ 1 }}
-}}
-
-/// The same for a stride, in elements: {FACT_ALIGNMENT} bytes' worth, or nothing.
-fn stride_fact(stride: i64, itemsize: i64) -> i64 {{
-    if stride == 1 || (stride * itemsize) % {FACT_ALIGNMENT} != 0 {{
-        1
-    }} else {{
-        ({FACT_ALIGNMENT} / itemsize).max(1)
-    }}
-}}
-"""
+        return f"rt::shape_fact({desc}.shape[{rule.dim}] as i64)"
+    itemsize = f"dtype_elem_size({desc}.dtype) as i64"
+    return f"rt::stride_fact({desc}.strides[{rule.dim}] as i64, {itemsize})"
 
 
 def _generic(rule: GenericRule) -> str:
@@ -267,18 +254,6 @@ def _launch(sym: str, variant: VariantBinding, element: str) -> list[str]:
     return lines
 
 
-def _unwrapped(code: str) -> str:
-    """`code` without one pair of parentheses around all of it."""
-    if not (code.startswith("(") and code.endswith(")")):
-        return code
-    depth = 0
-    for index, char in enumerate(code):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth == 0 and index < len(code) - 1:
-            return code  # the first parenthesis closes before the end
-    return code[1:-1]
-
-
 def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
     parts = [] if variant.when.strip() == "True" else [exprs.rust(variant.when)]
     for name, value in variant.literals:
@@ -286,7 +261,7 @@ def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
         literal = ("true" if value else "false") if kind == "bool" else str(value)
         parts.append(f"{_variable(name)} == {literal}")
     if len(parts) == 1:
-        return _unwrapped(parts[0])
+        return unwrapped(parts[0])
     return " && ".join(parts) or "true"
 
 
@@ -310,7 +285,7 @@ def render_ffi(
     typed = next(
         (g.arrays for v in binding.variants for g in v.generics if g.kind == "element"), ()
     )
-    exprs = SpecExpr(set(binding.bound_symbols) | set(spec.constants) | set(spec.scalars))
+    exprs = SpecExpr(spec_variables(spec, set(binding.bound_symbols)), sym)
 
     entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
     lines = [
@@ -370,7 +345,7 @@ def render_ffi(
             if rule.binds:
                 bound.append(f"    let {_variable(rule.binds)}: i64 = {extent};")
             elif rule.expected is not None:
-                extent_checks.append(f"{extent} != {exprs.rust(rule.expected)}")
+                extent_checks.append(f"{extent} != {exprs.rust(rule.expected, Kind.INT)}")
     if bound:
         lines.append("    // Dimension symbols of the port spec, bound from the descriptors.")
         lines += bound
@@ -499,7 +474,9 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
             if len(names) == 1
             else f"use {module}::{{{', '.join(names)}}};"
         )
-    if "fact(" in body:
-        lines.append(_FACT_HELPERS)
+    if "rt::" in body:
+        lines.append(f"use crate::{SPEC_ARITH_MODULE} as rt;")
+    if "checked!(" in body:
+        lines.append(_CHECKED_MACRO)
     lines.append("")
     return "\n".join(lines) + "\n" + body

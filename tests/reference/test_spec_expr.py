@@ -74,3 +74,12 @@ def test_names_in_skips_function_names() -> None:
 def test_literal_integers_pass_through() -> None:
     assert evaluate_int(7, {}) == 7
     assert evaluate_int("7", {}) == 7
+
+
+@pytest.mark.parametrize("text", ["1 << N", "3 ** N", "-2 ** N"])
+def test_a_value_past_64_bits_is_refused_before_it_is_computed(text: str) -> None:
+    """A submitted spec must not make the service build an enormous integer."""
+    with pytest.raises(ExprError, match="overflows 64-bit integers"):
+        evaluate(text, {"N": 1 << 62})
+    assert evaluate(text.replace("N", "3"), {}) in (8, 27, -8)
+    assert evaluate("0 << N", {"N": 1 << 62}) == 0

@@ -216,6 +216,11 @@ def test_a_run_at_the_gpu_boundary_goes_to_the_gpu_worker_of_its_architecture(
     broker: str,
     tmp_path: Path,
 ) -> None:
+    # Each broker is shown once, on one database: the route does not depend on the pair.
+    pairing = {"redis": "sqlite", "rabbitmq": "postgresql"}
+    database = celery_context.engine.dialect.name
+    if pairing[next(name for name, url in BROKERS.items() if url == broker)] != database:
+        pytest.skip("this broker's run is shown on the other database")
     celery_settings.source_root = corpus_copy(tmp_path / "corpus")
     celery_settings.gpu_queues = ["sm_90", "sm_100"]
     cpu = celery_worker(celery_settings, tmp_path / "celery.log")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main as tileport
+from nodes.host_builder.rust_expr import Kind, Variable
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
@@ -45,6 +46,7 @@ RELU_FILES = PIN_FILES | {
     "src/tilegym/ops/cutile_rs/relu_kernel/ffi.rs",
     "src/tilegym/ops/cutile_rs/relu.py",
     "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs",
+    "src/tilegym/ops/cutile_rs/tileport_spec_arith.rs",
     "src/tilegym/ops/cutile_rs/__init__.py",
     "tests/ops/activation/test_relu.py",
 }
@@ -140,19 +142,34 @@ def test_launch_files_merge_each_distinct_launch_once() -> None:
 
 
 def test_a_variants_condition_is_rust_over_the_launch_arguments() -> None:
-    names = {"X_0", "P", "SEED", "TRAINING", "BLOCK"}
+    variables = {
+        "X_0": Variable("x_0", Kind.INT),
+        "P": Variable("p", Kind.FLOAT),
+        "SEED": Variable("seed", Kind.INT),
+        "TRAINING": Variable("training", Kind.BOOL),
+        "BLOCK": Variable("block", Kind.INT),
+        "dtype": Variable("dty", Kind.DTYPE),
+    }
+    exprs = SpecExpr(variables, "cutile_op")
     when = "(X_0 == 1024 and P == 0.2 and SEED == -5 and TRAINING == True and dtype == 'float16')"
-    assert SpecExpr(names).rust(when) == (
-        "((x_0 == 1024_i64) && (p == 0.2_f64) && (seed == (-5_i64)) && (training == true) "
+    assert exprs.rust(when) == (
+        "((x_0 == 1024i64) && (p == 0.2f64) && (seed == -5i64) && (training == true) "
         '&& (dty == "f16"))'
     )
-    assert SpecExpr(names).rust("cdiv(X_0, BLOCK) > 1 or not TRAINING") == (
-        "((((x_0 + block - 1) / block) > 1_i64) || !training)"
+    # Python's semantics through spec_arith: `//` floors, `%` takes the divisor's sign.
+    assert exprs.rust("cdiv(X_0, BLOCK) > 1 or not TRAINING") == (
+        '((checked!("cutile_op", rt::cdiv(x_0, block)) > 1i64) || (!training))'
     )
-    with pytest.raises(FfiError, match="'num_sms > 2' is not one this generator writes"):
-        SpecExpr(names).rust("num_sms > 2")
+    assert exprs.rust("X_0 // BLOCK % 3", Kind.INT) == (
+        'checked!("cutile_op", rt::modulo(checked!("cutile_op", rt::floordiv(x_0, block)), 3i64))'
+    )
+    assert exprs.rust("next_pow2(X_0) if TRAINING else X_0", Kind.INT) == (
+        '(if training { checked!("cutile_op", rt::next_pow2(x_0)) } else { x_0 })'
+    )
+    with pytest.raises(FfiError, match="unknown name 'num_sms'"):
+        exprs.rust("num_sms > 2")
     with pytest.raises(FfiError, match="'float8_e5m2' is not an element type of ffi_util"):
-        SpecExpr(names).rust("dtype == 'float8_e5m2'")
+        exprs.rust("dtype == 'float8_e5m2'")
 
 
 def test_a_test_file_without_the_availability_import_gets_it() -> None:

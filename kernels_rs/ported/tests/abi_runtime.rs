@@ -37,7 +37,8 @@ fn cdiv_and_next_pow2_match_the_spec_language() {
 
 #[test]
 fn overflow_and_division_by_zero_are_bad_shape() {
-    let status = |result: rt::AbiResult<i64>| result.unwrap_err().status;
+    // An expression's error refuses the launch as a bad shape.
+    let status = |result: rt::ExprResult<i64>| rt::AbiError::from(result.unwrap_err()).status;
     assert_eq!(status(rt::floordiv(1, 0)), Status::BadShape);
     assert_eq!(status(rt::modulo(1, 0)), Status::BadShape);
     assert_eq!(status(rt::mul(i64::MAX, 2)), Status::BadShape);

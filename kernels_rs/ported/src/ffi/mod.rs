@@ -5,6 +5,7 @@ use std::ffi::{c_char, CStr};
 
 pub mod abi;
 pub mod runtime;
+pub mod spec_arith;
 
 pub mod kernels;
 pub mod softmax;

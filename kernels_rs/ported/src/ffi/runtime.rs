@@ -1,5 +1,5 @@
 //! What every generated launcher shares: descriptor checks, the arithmetic of
-//! port-spec expressions, the device checks, the borrowed stream, the panic
+//! port-spec expressions (`spec_arith.rs`, re-exported here), the device checks, the borrowed stream, the panic
 //! guard and the last error message.
 //!
 //! Ownership: a launcher only reads descriptors and passes their addresses to
@@ -22,6 +22,7 @@ use cutile::cuda_core::{Context, Function, Stream};
 use cutile::tile_kernel::{compile_from_context, CompileOptions, ModuleAstFn};
 
 use super::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
+pub use super::spec_arith::*;
 
 /// A refused or failed call: the status code returned and the message kept
 /// for `tileport_last_error`.
@@ -630,141 +631,15 @@ pub fn with_lists<'a>(arrays: &[&'a TensorArg], lists: &[&'a ListArg]) -> Vec<&'
     all
 }
 
-// --- the arithmetic of port-spec expressions (Python semantics, checked) ---------------
+// --- the arithmetic of port-spec expressions: spec_arith.rs -----------------------------
 
-fn overflow<T>(what: &str) -> AbiResult<T> {
-    fail(
-        Status::BadShape,
-        format!("{what} overflows 64-bit integers"),
-    )
-}
-
-pub fn add(a: i64, b: i64) -> AbiResult<i64> {
-    a.checked_add(b).map_or_else(|| overflow("an addition"), Ok)
-}
-
-pub fn sub(a: i64, b: i64) -> AbiResult<i64> {
-    a.checked_sub(b)
-        .map_or_else(|| overflow("a subtraction"), Ok)
-}
-
-pub fn mul(a: i64, b: i64) -> AbiResult<i64> {
-    a.checked_mul(b)
-        .map_or_else(|| overflow("a multiplication"), Ok)
-}
-
-fn nonzero(b: i64, what: &str) -> AbiResult<()> {
-    if b == 0 {
-        return fail(Status::BadShape, format!("{what} by zero"));
-    }
-    Ok(())
-}
-
-/// Python's `//`: rounds toward negative infinity.
-pub fn floordiv(a: i64, b: i64) -> AbiResult<i64> {
-    nonzero(b, "integer division")?;
-    let quotient = a
-        .checked_div(b)
-        .map_or_else(|| overflow("a division"), Ok)?;
-    let adjust = (a % b != 0) && ((a < 0) != (b < 0));
-    Ok(if adjust { quotient - 1 } else { quotient })
-}
-
-/// Python's `%`: the result has the divisor's sign.
-pub fn modulo(a: i64, b: i64) -> AbiResult<i64> {
-    nonzero(b, "modulo")?;
-    let remainder = a.checked_rem(b).map_or_else(|| overflow("a modulo"), Ok)?;
-    Ok(if remainder != 0 && ((remainder < 0) != (b < 0)) {
-        remainder + b
-    } else {
-        remainder
-    })
-}
-
-/// `cdiv(a, b)`: the ceiling of a / b.
-pub fn cdiv(a: i64, b: i64) -> AbiResult<i64> {
-    Ok(-floordiv(
-        a.checked_neg().map_or_else(|| overflow("a negation"), Ok)?,
-        b,
-    )?)
-}
-
-/// `next_pow2(n)`: 1 for n <= 1, else the least power of two >= n.
-pub fn next_pow2(n: i64) -> AbiResult<i64> {
-    if n <= 1 {
-        return Ok(1);
-    }
-    u64::try_from(n)
-        .ok()
-        .and_then(u64::checked_next_power_of_two)
-        .and_then(|value| i64::try_from(value).ok())
-        .map_or_else(|| overflow("next_pow2"), Ok)
-}
-
-pub fn pow(base: i64, exponent: i64) -> AbiResult<i64> {
-    let Ok(exponent) = u32::try_from(exponent) else {
-        return fail(
-            Status::BadShape,
-            format!("integer power with exponent {exponent}"),
-        );
-    };
-    base.checked_pow(exponent)
-        .map_or_else(|| overflow("a power"), Ok)
-}
-
-pub fn shift_left(a: i64, b: i64) -> AbiResult<i64> {
-    match u32::try_from(b) {
-        Ok(bits) if bits < 63 && a.checked_shl(bits).is_some_and(|v| v >> bits == a) => {
-            Ok(a << bits)
+/// A port-spec expression that cannot be computed refuses the call as a bad shape.
+impl From<ExprError> for AbiError {
+    fn from(error: ExprError) -> Self {
+        AbiError {
+            status: Status::BadShape,
+            message: error.0,
         }
-        _ => overflow("a left shift"),
-    }
-}
-
-pub fn shift_right(a: i64, b: i64) -> AbiResult<i64> {
-    match u32::try_from(b) {
-        Ok(bits) => Ok(a.checked_shr(bits).unwrap_or(if a < 0 { -1 } else { 0 })),
-        Err(_) => fail(Status::BadShape, format!("right shift by {b}")),
-    }
-}
-
-pub fn true_div(a: f64, b: f64) -> AbiResult<f64> {
-    if b == 0.0 {
-        return fail(Status::BadShape, "division by zero");
-    }
-    Ok(a / b)
-}
-
-/// The alignment, in bytes, behind every launch fact of cuTile Python.
-pub const FACT_ALIGNMENT: i64 = 16;
-
-/// The divisibility a cuTile launch states for an extent: 16 when the extent is a
-/// multiple of 16, else nothing (1).
-pub fn shape_fact(extent: i64) -> i64 {
-    if extent % FACT_ALIGNMENT == 0 {
-        FACT_ALIGNMENT
-    } else {
-        1
-    }
-}
-
-/// The divisibility (in elements) a cuTile launch states for a stride: 16 bytes
-/// counted in elements when the stride in bytes is a multiple of 16; a unit
-/// stride is a constant instead, so it states nothing (1).
-pub fn stride_fact(stride: i64, itemsize: i64) -> i64 {
-    if stride == 1 || (stride * itemsize) % FACT_ALIGNMENT != 0 {
-        1
-    } else {
-        (FACT_ALIGNMENT / itemsize).max(1)
-    }
-}
-
-/// The divisibility (in bytes) a cuTile launch states for a base address.
-pub fn address_fact(address: u64) -> i64 {
-    if address.is_multiple_of(FACT_ALIGNMENT as u64) {
-        FACT_ALIGNMENT
-    } else {
-        1
     }
 }
 
