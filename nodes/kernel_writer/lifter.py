@@ -148,11 +148,13 @@ OP_NAMES = {
     "trunci": "narrow",
     "ftof": "converted",
     "itof": "as_float",
+    "ftoi": "as_int",
     "permute": "permuted",
     "extract": "part",
     "constant": "cst",
     "join_tokens": "joined",
     "int_to_ptr": "ptr",
+    "if": "chosen",
 }
 
 
@@ -1057,6 +1059,11 @@ class Lifter:
     def op_itof(self, op: Op, scope: _Scope) -> None:
         rounding = ROUNDING[op.attributes.get("rounding", "nearest_even")]
         self.conversion(op, scope, "itof({}, " + rounding + ")")
+
+    def op_ftoi(self, op: Op, scope: _Scope) -> None:
+        # Tile IR's default for ftoi is truncation: its printed form omits it.
+        rounding = ROUNDING[op.attributes.get("rounding", "nearest_int_to_zero")]
+        self.conversion(op, scope, "ftoi({}, " + rounding + ")")
 
     def op_ftof(self, op: Op, scope: _Scope) -> None:
         rounding = op.attributes.get("rounding")

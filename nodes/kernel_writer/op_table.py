@@ -251,6 +251,15 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_floats(r"itof .* signed  : tile<128xi32>"), _floats(r"itof .* unsigned")),
     ),
     OpMapping(
+        "ftoi",
+        "ftoi(x, rounding::NearestIntToZero)",
+        "signedness from the result element type; rounding (truncation when unprinted)",
+        (
+            _floats(r"ftoi .* signed  : tile<128xf32> -> tile<128xi32>"),
+            _floats(r"ftoi .* unsigned"),
+        ),
+    ),
+    OpMapping(
         "ftof",
         "ftof(x, rounding::NearestEven); convert_tile::<TO, FROM, _>(x) for the dtype generic "
         "(nothing when the types match)",
