@@ -293,7 +293,38 @@ CUTILE_CORE_FUNCTIONS = frozenset(
         "xori",
     }
 )
-RESERVED = CUTILE_CORE_FUNCTIONS | frozenset(
+# Functions of cutile::core the generated code never calls (it reshapes and
+# broadcasts by method): common words a source's variables keep as they are.
+NEVER_CALLED = frozenset(
+    {
+        "broadcast",
+        "cat",
+        "components",
+        "coord",
+        "coords",
+        "index",
+        "insert",
+        "load",
+        "mma",
+        "new",
+        "num_programs",
+        "num_tiles",
+        "offset",
+        "pack",
+        "partition",
+        "pow",
+        "program_id",
+        "reduce",
+        "reshape",
+        "scan",
+        "store",
+        "tan",
+        "transpose",
+        "unpack",
+        "value",
+    }
+)
+RESERVED = (CUTILE_CORE_FUNCTIONS - NEVER_CALLED) | frozenset(
     {
         "E",
         "divisible",

@@ -26,9 +26,11 @@ from lift_support import HEADER, PARAMS, STORE
 
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.lifter import Lifter, ParamLayout
+from nodes.kernel_writer.naming import NEVER_CALLED
 from tileir.mlir import parse_module
 
 LIFTS = Path(__file__).parent / "lifts"
+FREE_CALL = re.compile(r"(?<![.\w])([a-z_][a-z0-9_]*)(?:::<[^>]*>)?\(")
 DIRECTIVE = re.compile(r"^// (RESULT|PARAMS|CHECK|CHECK-NEXT|CHECK-NOT|BLOCKED): ?(.*)$")
 
 
@@ -111,6 +113,9 @@ def test_the_lifter_writes_what_the_file_checks(path: Path) -> None:
     lines = lifted(case, path.stem)
     failed = unmatched(case.checks, lines)
     assert failed is None, f"{path.name}: {failed} not matched in\n" + "\n".join(lines)
+    # A variable may take these names only because no code calls them.
+    called = {name for line in lines for name in FREE_CALL.findall(line)}
+    assert called & NEVER_CALLED == set()
 
 
 def test_the_checker_fails_what_it_should() -> None:
