@@ -2,7 +2,8 @@
 
 `add OP` writes the op's cutile-rs files into a TileGym checkout and prints the
 change as a git patch; `test` runs TileGym's test file of each added op with
-the cutile-rs backend on a GPU host.
+the cutile-rs backend on a GPU host; `sweep` calls each added op through
+`tilegym.ops` on drawn shapes and dtypes, the cutile backend as the oracle.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from nodes.tilegym_backend.stage import add_op
+from nodes.tilegym_backend.sweep import add_sweep_arguments, sweep_command
 from nodes.tilegym_backend.test_run import add_test_arguments, build_crate, test_command
 from schemas.launch_capture import LaunchRecordError, distinct_launches, read_launch_records
 from schemas.tilegym_backend import AddOutcome
@@ -87,6 +89,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_test_arguments(test)
     test.set_defaults(handler=test_command)
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="call each added op through tilegym.ops on drawn calls, cutile as the oracle "
+        "(GPU host)",
+        description="Draw --calls calls per op from what its cutile implementation accepts "
+        "(2-D inputs of extents 1 to 4096, ragged and unaligned; float32, float16, bfloat16; "
+        "every mode its source compares), run each with the cutile backend and then with "
+        "cutile-rs on the same inputs, and write tilegym-sweep-<date>.json and .md into --out: "
+        "served (bitwise equal), mismatch, refused, and each backend's per-call time (CUDA "
+        "events around the tilegym.ops call, median of --reps). --plan prints the draws only. "
+        "Exit 4 without a GPU, 1 when a call was refused or differed. The library is the one "
+        "`tilegym build` made (python3 -m nodes.tilegym_backend.sweep where tileport is not "
+        "installed).",
+    )
+    add_sweep_arguments(sweep)
+    sweep.set_defaults(handler=sweep_command)
 
 
 def add_command(args: argparse.Namespace) -> int:

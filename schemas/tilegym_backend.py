@@ -61,3 +61,61 @@ class TestRunReport(_Strict):
     driver: str
     toolchain: str
     ops: list[OpTestResult]
+
+
+class SweepOutcome(StrEnum):
+    SERVED = "served"  # the port ran and its output equals the cutile backend's, bit for bit
+    MISMATCH = "mismatch"  # the port ran; its output differs from the cutile backend's
+    REFUSED = "refused"  # the port raised (a launch it does not serve)
+    ORACLE_REFUSED = "oracle_refused"  # the cutile backend itself raised: not a call it serves
+
+
+ArgumentValue = str | float | int | bool | None
+
+
+class SweepCall(_Strict):
+    """One drawn call of an op: its input's shape and dtype and its other arguments
+    (tensors beside the input are drawn to fit it: `weight` and `bias` of the last
+    extent)."""
+
+    op: str
+    shape: list[int]
+    dtype: str
+    arguments: dict[str, ArgumentValue] = Field(default_factory=dict)
+    seed: int = Field(description="The seed of the call's random tensors.")
+
+
+class SweepCallResult(_Strict):
+    call: SweepCall
+    outcome: SweepOutcome
+    detail: str = ""
+    max_abs_diff: float | None = None
+    port_us: float | None = Field(None, description="Median per-call time, cutile-rs backend.")
+    cutile_us: float | None = Field(None, description="Median per-call time, cutile backend.")
+
+
+class SweepOpSummary(_Strict):
+    op: str
+    calls: int = Field(description="Calls the cutile backend serves (the oracle ran).")
+    served: int
+    refused: int
+    mismatches: int
+    port_us_median: float | None
+    cutile_us_median: float | None
+
+
+class SweepReport(_Strict):
+    """`bench/results/tilegym-sweep-<date>.json`: every added op called through
+    `tilegym.ops` on drawn calls, with the cutile backend as the oracle."""
+
+    date: str
+    seed: int
+    gpu: str
+    driver: str
+    command: str
+    calls: int
+    served: int
+    refused: int
+    mismatches: int
+    ops: list[SweepOpSummary]
+    results: list[SweepCallResult]

@@ -1,0 +1,443 @@
+"""Every added op called through `tilegym.ops` on drawn calls, the cutile backend as
+the oracle (`tileport tilegym sweep`, on a GPU host).
+
+The calls are drawn from what the op's cutile implementation accepts, read from its
+source (`op_source.find_op`), never from recorded launches: the input is a 2-D
+tensor of drawn extents (1, ragged, unaligned, up to 4096) in float32, float16 or
+bfloat16; `normalized_shape`, `weight` and `bias` fit its last extent; `eps` is
+1e-5; a parameter with a bool default is drawn, and so is one with a str or None
+default among the string literals the module compares it with (`mode ==
+"static_persistent"`); every other parameter with a default keeps it. A parameter
+without a default that no rule draws makes the op unsweepable, with its name.
+
+Each call runs with the cutile backend, then with cutile-rs on copies of the same
+inputs: `served` when the outputs are equal bit for bit, `mismatch` when not,
+`refused` when the port raised, `oracle_refused` (not counted) when the cutile
+backend itself raised. The per-call time of each backend is the median over
+`--reps` calls of CUDA events recorded around the `tilegym.ops` call. The seed and
+every draw are written out, so a run can be repeated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import os
+import random
+import re
+import secrets
+import shlex
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from nodes.tilegym_backend.op_source import OpSourceError, find_op
+from nodes.tilegym_backend.test_run import NoGpu, added_ops, gpu_and_driver
+from schemas.tilegym_backend import (
+    ArgumentValue,
+    SweepCall,
+    SweepCallResult,
+    SweepOpSummary,
+    SweepOutcome,
+    SweepReport,
+)
+
+DTYPES = ("float32", "float16", "bfloat16")
+MAX_EXTENT = 4096
+MAX_ELEMENTS = 1 << 24  # inputs of at most 64 MiB in float32
+EPS = 1e-5
+# Tensors beside the input, shaped like its last extent.
+LAST_EXTENT_TENSORS = ("weight", "bias")
+USAGE_ERROR = 2
+NO_GPU = 4
+
+
+class SweepError(ValueError):
+    """The op cannot be swept as its source is written; says why."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    has_default: bool
+    default: ArgumentValue
+    choices: tuple[ArgumentValue, ...] = ()  # drawn among these when not empty
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """What a call of the op takes, after its input (the first parameter)."""
+
+    op: str
+    input_name: str
+    parameters: tuple[Parameter, ...]
+
+
+def _literal(node: ast.expr) -> ArgumentValue:
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return None  # a default the sweep does not pass (it keeps the function's own)
+    return value if isinstance(value, str | float | int | bool) or value is None else None
+
+
+def compared_strings(tree: ast.Module, name: str) -> list[str]:
+    """The string literals the module compares `name` with (`name == "x"`)."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        if not isinstance(node.ops[0], ast.Eq | ast.NotEq):
+            continue
+        sides = [node.left, node.comparators[0]]
+        if not any(isinstance(side, ast.Name) and side.id == name for side in sides):
+            continue
+        for side in sides:
+            value = side.value if isinstance(side, ast.Constant) else None
+            if isinstance(value, str) and value not in found:
+                found.append(value)
+    return found
+
+
+def read_signature(source_root: Path, op: str) -> OpSignature:
+    """The op's parameters, from the function its cutile module registers."""
+    try:
+        [module] = find_op(source_root, op)
+    except ValueError:
+        raise SweepError(f"{op}: not one cutile module registering it") from None
+    function = module.function
+    positional = function.args.args
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(function.args.defaults))
+    defaults += function.args.defaults
+    named = list(zip(positional, defaults, strict=True))
+    named += list(zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True))
+    if not named:
+        raise SweepError(f"{op}: its function takes no input")
+    parameters = []
+    for arg, default in named[1:]:
+        value = _literal(default) if default is not None else None
+        choices: tuple[ArgumentValue, ...] = ()
+        if default is not None and isinstance(value, bool):
+            choices = (False, True)
+        elif default is not None and (value is None or isinstance(value, str)):
+            strings = compared_strings(module.tree, arg.arg)
+            if strings:
+                choices = (value, *[s for s in strings if s != value])
+        parameters.append(Parameter(arg.arg, default is not None, value, choices))
+    return OpSignature(op, named[0][0].arg, tuple(parameters))
+
+
+def _extent(rng: random.Random) -> int:
+    """1 one time in eight, else log-uniform up to MAX_EXTENT: mostly ragged."""
+    if rng.random() < 0.125:
+        return 1
+    return max(1, int(math.exp(rng.uniform(0.0, math.log(MAX_EXTENT)))))
+
+
+def draw_call(signature: OpSignature, rng: random.Random) -> SweepCall:
+    rows, columns = _extent(rng), _extent(rng)
+    while rows * columns > MAX_ELEMENTS:
+        rows = max(1, rows // 2)
+    arguments: dict[str, ArgumentValue] = {}
+    for parameter in signature.parameters:
+        if parameter.name in LAST_EXTENT_TENSORS and not (
+            parameter.has_default and parameter.default is None
+        ):
+            arguments[parameter.name] = "tensor"
+        elif parameter.name == "normalized_shape":
+            arguments[parameter.name] = columns
+        elif parameter.name == "eps" and not parameter.has_default:
+            arguments[parameter.name] = EPS
+        elif parameter.choices:
+            arguments[parameter.name] = rng.choice(parameter.choices)
+        elif not parameter.has_default:
+            raise SweepError(f"{signature.op}: no rule draws its parameter {parameter.name!r}")
+    return SweepCall(
+        op=signature.op,
+        shape=[rows, columns],
+        dtype=rng.choice(DTYPES),
+        arguments=arguments,
+        seed=rng.randrange(1 << 31),
+    )
+
+
+def draw_calls(signature: OpSignature, seed: int, count: int) -> list[SweepCall]:
+    rng = random.Random(f"{seed}:{signature.op}")
+    return [draw_call(signature, rng) for _ in range(count)]
+
+
+# --- on the GPU host ---------------------------------------------------------------
+
+
+def _public_op(op: str) -> Callable[..., Any]:
+    """`tilegym.ops.<op>`, or the op of that name in one of tilegym.ops' modules."""
+    import importlib
+    import pkgutil
+
+    import tilegym.ops as ops
+
+    if callable(getattr(ops, op, None)):
+        return getattr(ops, op)  # type: ignore[no-any-return]
+    for info in pkgutil.iter_modules(ops.__path__):
+        if info.ispkg:
+            continue  # the backends' folders: the public entries are modules
+        module = importlib.import_module(f"tilegym.ops.{info.name}")
+        if callable(getattr(module, op, None)):
+            return getattr(module, op)  # type: ignore[no-any-return]
+    raise SweepError(f"{op}: tilegym.ops has no public entry of that name")
+
+
+def _inputs(call: SweepCall, torch: Any) -> tuple[Any, dict[str, Any]]:
+    generator = torch.Generator(device="cuda").manual_seed(call.seed)
+    dtype = getattr(torch, call.dtype)
+    x = torch.randn(call.shape, dtype=dtype, device="cuda", generator=generator)
+    kwargs: dict[str, Any] = {}
+    for name, value in call.arguments.items():
+        if value == "tensor" and name in LAST_EXTENT_TENSORS:
+            kwargs[name] = torch.randn(
+                call.shape[-1], dtype=dtype, device="cuda", generator=generator
+            )
+        elif name == "normalized_shape":
+            kwargs[name] = (value,)
+        else:
+            kwargs[name] = value
+    return x, kwargs
+
+
+def _copies(x: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    return x.clone(), {k: v.clone() if hasattr(v, "clone") else v for k, v in kwargs.items()}
+
+
+def _tensors(output: Any) -> list[Any]:
+    if isinstance(output, tuple | list):
+        return [t for item in output for t in _tensors(item)]
+    return [output] if hasattr(output, "dtype") and hasattr(output, "shape") else []
+
+
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _compare(expected: Any, got: Any, torch: Any) -> tuple[bool, float | None, str]:
+    """Bitwise equality of every output tensor, the largest difference, and why not."""
+    want, have = _tensors(expected), _tensors(got)
+    if len(want) != len(have):
+        return False, None, f"{len(have)} output tensors, the oracle gives {len(want)}"
+    worst = 0.0
+    equal = True
+    for a, b in zip(want, have, strict=True):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return (
+                False,
+                None,
+                f"output {tuple(b.shape)} {b.dtype}, oracle {tuple(a.shape)} {a.dtype}",
+            )
+        bits = getattr(torch, _BITS[a.element_size()])
+        equal = equal and bool(torch.equal(a.contiguous().view(bits), b.contiguous().view(bits)))
+        if a.numel() and a.is_floating_point():
+            diff = (a.float() - b.float()).abs().nan_to_num(nan=math.inf).max().item()
+            worst = max(worst, float(diff))
+    return equal, worst, "" if equal else f"outputs differ, max |diff| {worst:.3g}"
+
+
+def per_call_us(call_once: Callable[[], Any], reps: int, torch: Any) -> float:
+    """Median over `reps` of CUDA events recorded around one op call, in us."""
+    for _ in range(2):
+        call_once()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        call_once()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return float(statistics.median(times))
+
+
+def run_call(call: SweepCall, reps: int) -> SweepCallResult:
+    import torch
+    from tilegym.backend import set_backend
+
+    entry = _public_op(call.op)
+    x, kwargs = _inputs(call, torch)
+    set_backend("cutile")
+    try:
+        oracle_x, oracle_kwargs = _copies(x, kwargs)
+        expected = entry(oracle_x, **oracle_kwargs)
+        torch.cuda.synchronize()
+    except Exception as error:  # the oracle's refusal, whatever it raises
+        return SweepCallResult(call=call, outcome=SweepOutcome.ORACLE_REFUSED, detail=_why(error))
+    set_backend("cutile-rs")
+    try:
+        port_x, port_kwargs = _copies(x, kwargs)
+        got = entry(port_x, **port_kwargs)
+        torch.cuda.synchronize()
+    except Exception as error:  # a refused launch, whatever the wrapper raises
+        return SweepCallResult(call=call, outcome=SweepOutcome.REFUSED, detail=_why(error))
+    finally:
+        set_backend("cutile")
+    equal, worst, why = _compare(expected, got, torch)
+    outcome = SweepOutcome.SERVED if equal else SweepOutcome.MISMATCH
+    timings: dict[str, float] = {}
+    for backend, key in (("cutile", "cutile_us"), ("cutile-rs", "port_us")):
+        set_backend(backend)
+        timings[key] = per_call_us(lambda: entry(x, **kwargs), reps, torch)
+    set_backend("cutile")
+    return SweepCallResult(call=call, outcome=outcome, detail=why, max_abs_diff=worst, **timings)
+
+
+def _why(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"[:300]
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 2) if present else None
+
+
+def summarise(op: str, results: list[SweepCallResult]) -> SweepOpSummary:
+    counted = [r for r in results if r.outcome is not SweepOutcome.ORACLE_REFUSED]
+    ran = [r for r in counted if r.outcome is not SweepOutcome.REFUSED]
+    return SweepOpSummary(
+        op=op,
+        calls=len(counted),
+        served=len(ran),
+        refused=len(counted) - len(ran),
+        mismatches=sum(r.outcome is SweepOutcome.MISMATCH for r in counted),
+        port_us_median=_median([r.port_us for r in ran]),
+        cutile_us_median=_median([r.cutile_us for r in ran]),
+    )
+
+
+def markdown(report: SweepReport) -> str:
+    lines = [
+        f"# TileGym ops through `tilegym.ops`: cutile-rs against cutile, {report.date}",
+        "",
+        f"GPU {report.gpu}, driver {report.driver}; seed {report.seed}.",
+        f"Command: `{report.command}`",
+        "",
+        f"{report.calls} calls the cutile backend serves: {report.served} served by the "
+        f"port ({report.mismatches} of them not bitwise equal), {report.refused} refused.",
+        "",
+        "| op | calls | served | refused | mismatches | port us (median) | cutile us (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s.op} | {s.calls} | {s.served} | {s.refused} | {s.mismatches} "
+        f"| {s.port_us_median} | {s.cutile_us_median} |"
+        for s in report.ops
+    ]
+    reasons: dict[str, int] = {}
+    for result in report.results:
+        if result.outcome in (SweepOutcome.REFUSED, SweepOutcome.MISMATCH):
+            reason = re.sub(r"\d+", "N", result.detail)[:120]
+            reasons[f"{result.call.op}: {reason}"] = (
+                reasons.get(f"{result.call.op}: {reason}", 0) + 1
+            )
+    if reasons:
+        lines += ["", "| why (op: reason) | calls |", "|---|---|"]
+        lines += [f"| {why} | {n} |" for why, n in sorted(reasons.items(), key=lambda i: -i[1])]
+    return "\n".join(lines) + "\n"
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ops", nargs="*", metavar="OP")
+    parser.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
+    parser.add_argument("--calls", type=int, default=100, help="drawn calls per op")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="the draws' seed (default: a new one, recorded)"
+    )
+    parser.add_argument("--reps", type=int, default=20, help="timed calls per backend and call")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the drawn calls as JSON lines and stop (no GPU needed)",
+    )
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    checkout = args.tilegym.resolve()
+    ops = args.ops or added_ops(checkout)
+    if not ops:
+        print(f"tileport tilegym sweep: no op added to {checkout}", file=sys.stderr)
+        return USAGE_ERROR
+    seed = args.seed if args.seed is not None else secrets.randbelow(1 << 31)
+    try:
+        plans = {
+            op: draw_calls(read_signature(checkout / "src", op), seed, args.calls) for op in ops
+        }
+    except (SweepError, OpSourceError, OSError, SyntaxError) as error:
+        print(f"tileport tilegym sweep: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.plan:
+        for calls in plans.values():
+            for call in calls:
+                print(call.model_dump_json())
+        return 0
+    try:
+        gpu, driver = gpu_and_driver()
+    except NoGpu as error:
+        print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
+        return NO_GPU
+    os.environ["CUTILE_RS_AUTOBUILD"] = "0"  # the library the build machine made
+    sys.path.insert(0, str(checkout / "src"))
+    results: list[SweepCallResult] = []
+    for op, calls in plans.items():
+        for index, call in enumerate(calls):
+            results.append(run_call(call, args.reps))
+            print(f"{op} {index + 1}/{len(calls)}: {results[-1].outcome.value}", file=sys.stderr)
+    summaries = [summarise(op, [r for r in results if r.call.op == op]) for op in plans]
+    report = SweepReport(
+        date=date.today().isoformat(),
+        seed=seed,
+        gpu=gpu,
+        driver=driver,
+        command=shlex.join(
+            [
+                "tileport",
+                "tilegym",
+                "sweep",
+                *ops,
+                "--tilegym",
+                checkout.name,
+                "--calls",
+                str(args.calls),
+                "--seed",
+                str(seed),
+                "--reps",
+                str(args.reps),
+            ]
+        ),
+        calls=sum(s.calls for s in summaries),
+        served=sum(s.served for s in summaries),
+        refused=sum(s.refused for s in summaries),
+        mismatches=sum(s.mismatches for s in summaries),
+        ops=summaries,
+        results=results,
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"tilegym-sweep-{report.date}"
+    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
+    stem.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
+    return 1 if report.refused or report.mismatches else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nodes.tilegym_backend.sweep", description=__doc__
+    )
+    add_sweep_arguments(parser)
+    return sweep_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

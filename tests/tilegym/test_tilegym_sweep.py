@@ -1,0 +1,103 @@
+"""`tileport tilegym sweep`: calls drawn from what an op's cutile implementation
+accepts, read from TileGym's unmodified source (--plan needs no GPU): extents of 1,
+ragged and unaligned ones, every dtype, every mode the source compares; a seed
+repeats its draws and a new one changes them; an op whose parameter no rule draws
+is refused by name; without a GPU the sweep says so and runs nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodes.tilegym_backend.sweep import compared_strings, draw_calls, read_signature
+from toolchain.env import REPO_ROOT
+
+TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
+OPS = ("relu", "softmax", "rms_norm", "gelu", "layer_norm_legacy")
+needs_tilegym = pytest.mark.skipif(
+    not (TILEGYM / "src/tilegym/ops/cutile").is_dir(), reason=f"no TileGym checkout at {TILEGYM}"
+)
+
+
+def sweep(*args: str, tilegym: Path = TILEGYM) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "app.cli", "tilegym", "sweep", *args, "--tilegym"]
+    return subprocess.run(
+        [*command, str(tilegym)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+        check=False,
+    )
+
+
+def planned(*args: str) -> list[dict[str, object]]:
+    done = sweep(*OPS, "--plan", *args)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@needs_tilegym
+def test_the_draws_cover_what_the_ops_accept() -> None:
+    calls = planned("--calls", "60", "--seed", "11")
+    assert [c["op"] for c in calls] == [op for op in OPS for _ in range(60)]
+    extents = [extent for c in calls for extent in c["shape"]]  # type: ignore[attr-defined]
+    assert 1 in extents
+    assert any(e % 16 and e > 16 for e in extents)  # ragged, unaligned
+    assert max(extents) > 1024
+    assert {c["dtype"] for c in calls} == {"float32", "float16", "bfloat16"}
+    modes = {c["arguments"]["mode"] for c in calls if c["op"] == "rms_norm"}  # type: ignore[index]
+    assert modes == {None, "static_persistent", "multi_wave_reload", "multi_wave_cached"}
+    approximations = {c["arguments"]["approximate"] for c in calls if c["op"] == "gelu"}  # type: ignore[index]
+    assert approximations == {"none", "tanh"}
+    norm = next(c for c in calls if c["op"] == "layer_norm_legacy")
+    assert norm["arguments"] == {  # type: ignore[comparison-overlap]
+        "normalized_shape": norm["shape"][-1],  # type: ignore[index]
+        "weight": "tensor",
+        "bias": "tensor",
+        "eps": 1e-5,
+    }
+
+
+@needs_tilegym
+def test_a_seed_repeats_its_draws_and_a_new_one_changes_them() -> None:
+    signature = read_signature(TILEGYM / "src", "rms_norm")
+    assert draw_calls(signature, 3, 5) == draw_calls(signature, 3, 5)
+    assert draw_calls(signature, 3, 5) != draw_calls(signature, 4, 5)
+
+
+def test_a_parameter_no_rule_draws_refuses_the_op(tmp_path: Path) -> None:
+    module = tmp_path / "src/tilegym/ops/cutile/odd.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        'from tilegym.backend import register_impl\n\n\n@register_impl("odd", backend="cutile")\n'
+        "def odd(x, table, flag=False):\n    return x\n"
+    )
+    done = sweep("odd", "--plan", tilegym=tmp_path)
+    assert done.returncode == 2
+    assert "odd: no rule draws its parameter 'table'" in done.stderr
+    missing = sweep("absent", "--plan", tilegym=tmp_path)
+    assert missing.returncode == 2 and "absent" in missing.stderr
+
+
+@needs_tilegym
+def test_without_a_gpu_nothing_runs(tmp_path: Path) -> None:
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("this machine has a GPU")
+    done = sweep("relu", "--calls", "1", "--out", str(tmp_path))
+    assert done.returncode == 4
+    assert "skipped: no GPU" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_modes_are_the_strings_the_source_compares() -> None:
+    import ast
+
+    tree = ast.parse('if mode == "a":\n    pass\nelif "b" != mode or other == "c":\n    pass\n')
+    assert compared_strings(tree, "mode") == ["a", "b"]
+    assert compared_strings(tree, "absent") == []
