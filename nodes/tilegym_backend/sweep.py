@@ -30,6 +30,7 @@ import secrets
 import shlex
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -356,6 +357,13 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=20, help="timed calls per backend and call")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no call after this many seconds (the ops share it in turn); the report "
+        "holds the calls that ran",
+    )
+    parser.add_argument(
         "--plan",
         action="store_true",
         help="print the drawn calls as JSON lines and stop (no GPU needed)",
@@ -389,8 +397,17 @@ def sweep_command(args: argparse.Namespace) -> int:
     os.environ["CUTILE_RS_AUTOBUILD"] = "0"  # the library the build machine made
     sys.path.insert(0, str(checkout / "src"))
     results: list[SweepCallResult] = []
-    for op, calls in plans.items():
+    started = time.monotonic()
+    for op_index, (op, calls) in enumerate(plans.items()):
+        # Each op may spend its share of what is left, so every op gets calls.
+        deadline = None
+        if args.budget_s is not None:
+            left = args.budget_s - (time.monotonic() - started)
+            deadline = time.monotonic() + left / (len(plans) - op_index)
         for index, call in enumerate(calls):
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"{op}: budget spent after {index} of {len(calls)} calls", file=sys.stderr)
+                break
             results.append(run_call(call, args.reps))
             print(f"{op} {index + 1}/{len(calls)}: {results[-1].outcome.value}", file=sys.stderr)
     summaries = [summarise(op, [r for r in results if r.call.op == op]) for op in plans]
@@ -413,6 +430,7 @@ def sweep_command(args: argparse.Namespace) -> int:
                 str(seed),
                 "--reps",
                 str(args.reps),
+                *(["--budget-s", str(args.budget_s)] if args.budget_s is not None else []),
             ]
         ),
         calls=sum(s.calls for s in summaries),
