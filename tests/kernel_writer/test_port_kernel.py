@@ -43,6 +43,7 @@ def small_add(tmp_path_factory: pytest.TempPathFactory) -> tuple[PortReport, Pat
     return port_kernel(FIXTURES / "small_add.port.yaml", out), out
 
 
+@pytest.mark.slow
 def test_small_add_is_compiled(small_add: tuple[PortReport, Path]) -> None:
     report, out = small_add
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
@@ -68,6 +69,7 @@ def test_small_add_generics_are_recovered(small_add: tuple[PortReport, Path]) ->
     assert report.entries[0].generics[0] == "E: ElementType"
 
 
+@pytest.mark.slow
 def test_floor_division_fix_up_keeps_its_false_constant(tmp_path: Path) -> None:
     # cuTile's `//` and `%` fix-up XORs with a `false` constant; cutile-rs's own
     # `constant(false, ..)` emits `true` (UPSTREAM_GAPS.md G14).
@@ -142,6 +144,7 @@ def _state(spec: Path, run_dir: Path) -> PipelineState:
     )
 
 
+@pytest.mark.slow
 def test_stage_node_reports_for_the_pipeline(tmp_path: Path) -> None:
     state = _state(FIXTURES / "small_add.port.yaml", tmp_path)
     result = run(state)

@@ -75,6 +75,7 @@ def first_request(endpoint: FakeEndpoint) -> str:
     return str(endpoint.requests[0]["messages"][1]["content"])
 
 
+@pytest.mark.slow
 def test_a_blocked_kernel_is_ported_by_the_llm_on_its_second_attempt(
     llm_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -192,6 +192,7 @@ def test_analyzer_names_a_bad_dump(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not rs_export_binary().exists(), reason="tileport-rs-export is not built")
+@pytest.mark.slow
 def test_port_kernel_from_a_dump_reaches_the_exported_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,6 +26,9 @@ from app.context import ServiceContext
 from app.storage.models import Conversion
 from app.web.charts import FASTER, WITHIN_LIMIT
 
+# A real browser per test: seconds each.
+pytestmark = pytest.mark.slow
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 INSTALL_TIMEOUT_S = 900
 CRITICAL_BACKGROUND = (0xFF, 0xCD, 0xD2)

@@ -176,6 +176,7 @@ def celery_worker(
         return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.slow
 def test_a_worker_consumes_tasks_and_skips_what_it_cannot_claim(
     celery_client: TestClient,
     celery_context: ServiceContext,
@@ -188,7 +189,7 @@ def test_a_worker_consumes_tasks_and_skips_what_it_cannot_claim(
     log = tmp_path / "celery.log"
     worker = celery_worker(celery_settings, log)
     try:
-        wait_for(lambda: queue_length(broker, CPU_QUEUE) == 0, 60, "the task to be consumed")
+        wait_for(lambda: queue_length(broker, CPU_QUEUE) == 0, 240, "the task to be consumed")
         wait_for(lambda: "not claimable" in log.read_text(errors="replace"), 30, "the task's end")
     finally:
         stop_process(worker)

@@ -36,6 +36,7 @@ def fresh_schema() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.mark.slow
 def test_jobs_starting_together_on_a_fresh_database_all_finish(
     fresh_schema: str, tmp_path: Path
 ) -> None:

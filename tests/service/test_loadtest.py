@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_loadtest_command_reports_latency_and_throughput() -> None:
     done = subprocess.run(
         [

@@ -769,6 +769,7 @@ def test_a_kept_cubin_the_launcher_compiled_names_its_specialisation(tmp_path: P
     assert plain.category == "runtime cubins"
 
 
+@pytest.mark.slow
 def test_the_launched_code_table_counts_ragged_rows(tmp_path: Path) -> None:
     table = tmp_path / "launched.tsv"
     command = [sys.executable, str(REPO_ROOT / "bench" / "launched_code.py")]

@@ -51,6 +51,7 @@ def test_every_recorded_kernel_gets_a_valid_spec(specs: Path) -> None:
         assert (path.parent / spec.source).resolve().is_file()
 
 
+@pytest.mark.slow
 def test_every_spec_compiles_what_its_launches_compiled(specs: Path) -> None:
     recorded = read_symbols(LAUNCHES / "signatures.jsonl")
     results = [r for p in sorted(specs.glob("*.port.yaml")) for r in check_spec(p, recorded)]
@@ -130,6 +131,7 @@ def test_a_kernel_that_is_not_a_ct_kernel(
 CAPTURED = REPO_ROOT / "bench" / "captures" / "tilegym-h200-2026-12-01" / "launches.jsonl"
 
 
+@pytest.mark.slow
 def test_the_h200_capture_becomes_specs_that_compile_what_was_launched(tmp_path: Path) -> None:
     """The records `tileport capture` made on the H200 carry their entry symbols."""
     records = read_launch_records(CAPTURED)
