@@ -8,11 +8,13 @@ checkout's own (`kernels_rs/`, `CHECKOUT`) changes only by hand
 operator there and build that.
 
 Layout inside a `ported` crate (everything under `src/ffi/` except
-`runtime.rs` is generated; `operators.json` lists the operators):
+`runtime.rs` and `spec_arith.rs` is generated; `operators.json` lists the
+operators):
 
     src/ffi/mod.rs          module list, the cdef and its fingerprint
     src/ffi/abi.rs          structs and codes (from abi.py)
     src/ffi/runtime.rs      hand-written checks, device, stream, panic guard
+    src/ffi/spec_arith.rs   hand-written spec arithmetic (Python's) and launch facts
     src/ffi/<op>.rs         one launcher per operator (from its port spec)
     src/ffi/kernels/<op>.rs kernels the pipeline wrote, copied in as they are
     src/ffi/operators.json  the manifest
