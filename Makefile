@@ -12,8 +12,8 @@ export CARGO_TARGET_DIR ?= $(TILEPORT_CACHE)/target-$(TILEPORT_CHECKOUT_KIND)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 RUST_ENV = eval "$$($(TILEPORT) env --shell)"
 
-# `make check` is the fast loop (no Rust build, no whole pipeline run): lint, types and
-# the tests not marked slow.
+# `make check` is the fast loop (under 5 min on 2 cores): lint, types and the tests not
+# marked slow (no Rust build, no kernel batch, no whole pipeline, browser or worker).
 .PHONY: setup demo test check lint typecheck rust-build rust-lint pytest sandbox-tools
 
 setup: $(VENV)/.installed rust-build
@@ -56,5 +56,6 @@ pytest: setup sandbox-tools
 
 test: lint typecheck rust-lint pytest
 
+# The fast tests share no service state: they run on every core (pytest-xdist).
 check: lint typecheck sandbox-tools
-	$(VENV)/bin/pytest -q -ra -m "not slow" --durations=15
+	$(VENV)/bin/pytest -q -ra -m "not slow" -n auto --durations=15
