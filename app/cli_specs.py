@@ -30,6 +30,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=Path,
         help="entry symbols and hints (default: signatures.jsonl beside LAUNCHES)",
     )
+    specs.add_argument(
+        "--classes",
+        action="store_true",
+        help="add a test configuration per specialisation class the records lack (every "
+        "float element type, ragged extents), each kept only if the reference compiles it "
+        "(needs the sandbox): the port is then proven for them",
+    )
     specs.set_defaults(handler=specs_command)
 
 
@@ -45,7 +52,11 @@ def specs_command(args: argparse.Namespace) -> int:
     signatures = args.signatures or args.launches.parent / "signatures.jsonl"
     try:
         written, problems = write_specs(
-            records, args.source_root, args.out, read_signature_hints(signatures)
+            records,
+            args.source_root,
+            args.out,
+            read_signature_hints(signatures),
+            widen=args.classes,
         )
     except SourceTreeError as error:
         print(f"tileport specs: {error}", file=sys.stderr)
@@ -56,6 +67,10 @@ def specs_command(args: argparse.Namespace) -> int:
             f"{spec.path}: {spec.module}::{spec.kernel}, {spec.records} launch(es), "
             f"{spec.variants} variant(s), {spec.test_configs} test configuration(s){grid}"
         )
+        if spec.classes:
+            print(f"  classes added: {', '.join(spec.classes)}")
+        for why in spec.dropped_classes:
+            print(f"  class not added: {why}")
     for problem in problems:
         print(f"no spec: {problem}", file=sys.stderr)
     print(f"wrote {len(written)} spec(s) to {args.out}", file=sys.stderr)

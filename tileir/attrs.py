@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from fractions import Fraction
 
 KEYWORD_CATEGORIES: dict[str, frozenset[str]] = {
     "memory_ordering": frozenset({"weak", "relaxed", "acquire", "release", "acq_rel"}),
@@ -103,13 +104,36 @@ def float_bits(value: str, type_name: str) -> str | None:
     if number is None:
         return None
     if fmt == "bf16":
-        return f"0x{struct.unpack('<I', struct.pack('<f', number))[0] >> 16:04x}"
+        return f"0x{bf16_bits(number):04x}"
     try:
         packed = struct.pack("<" + fmt, number)
     except OverflowError:  # a literal beyond the type's range rounds to infinity
         packed = struct.pack("<" + fmt, math.copysign(math.inf, number))
     width = len(packed) * 2
     return f"0x{int.from_bytes(packed, 'little'):0{width}x}"
+
+
+def bf16_bits(value: float) -> int:
+    """`value` rounded to the nearest bfloat16 (ties to even), past the largest
+    finite to infinity. Not the top half of its float32 bits: a printed bf16
+    constant (`4.467770e-02`) lies a little below or above its value, and
+    truncating it would give the neighbour below."""
+    if math.isinf(value) or math.isnan(value):
+        return int(struct.unpack("<I", struct.pack("<f", value))[0]) >> 16
+    try:
+        near = int(struct.unpack("<I", struct.pack("<f", value))[0]) >> 16
+    except OverflowError:
+        return 0xFF80 if value < 0 else 0x7F80
+    exact = Fraction(value)
+
+    def distance(candidate: int) -> tuple[Fraction, int]:
+        neighbour = _float_from_hex_bits(candidate, "bf16")
+        if math.isinf(neighbour) or math.isnan(neighbour):
+            return (Fraction(10**400), 1)
+        return (abs(Fraction(neighbour) - exact), candidate & 1)
+
+    candidates = [c for c in (near - 1, near, near + 1) if 0 <= c <= 0xFFFF]
+    return min(candidates, key=distance)
 
 
 def _float_value(value: str, fmt: str) -> float | None:

@@ -21,9 +21,9 @@ import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 from nodes.kernel_writer.errors import Blocked
+from tileir.attrs import bf16_bits
 from tileir.ir import Op
 
 _FLOAT_WIDTH = {"f16": ("e", 2), "f32": ("f", 4), "f64": ("d", 8)}
@@ -72,32 +72,13 @@ def _bits_of(value: float, element: str) -> int:
     """`value` rounded to nearest-even in `element`, as cutile-rs encodes an f64
     literal (`half::f16::from_f64`, `as f32`); past the largest finite, infinity."""
     if element == "bf16":
-        return _bf16_bits(value)
+        return bf16_bits(value)
     fmt, _ = _FLOAT_WIDTH[element]
     try:
         packed = struct.pack("<" + fmt, value)
     except OverflowError:
         packed = struct.pack("<" + fmt, math.copysign(math.inf, value))
     return int.from_bytes(packed, "little")
-
-
-def _bf16_bits(value: float) -> int:
-    if math.isinf(value) or math.isnan(value):
-        return int(struct.unpack("<I", struct.pack("<f", value))[0]) >> 16
-    try:
-        near = int(struct.unpack("<I", struct.pack("<f", value))[0]) >> 16
-    except OverflowError:
-        return 0xFF80 if value < 0 else 0x7F80
-    exact = Fraction(value)
-    candidates = [c for c in (near - 1, near, near + 1) if 0 <= c <= 0xFFFF]
-
-    def distance(candidate: int) -> tuple[Fraction, int]:
-        neighbour = _float_from_bits(candidate, "bf16")
-        if math.isinf(neighbour) or math.isnan(neighbour):
-            return (Fraction(10**400), 1)
-        return (abs(Fraction(neighbour) - exact), candidate & 1)  # ties to even
-
-    return min(candidates, key=distance)
 
 
 def common_decimal(values: Sequence[tuple[str, int]]) -> str | None:

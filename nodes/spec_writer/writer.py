@@ -24,9 +24,11 @@ Every spec is validated by loading it back.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,7 @@ import yaml
 
 from nodes.analyzer.branches import Scope, branch_outcome
 from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
+from nodes.spec_writer.classes import ClassConfig, class_configs, keep_serving
 from nodes.spec_writer.grid import grid_expression
 from nodes.spec_writer.producers import ProducerPlan, producer_launches, producer_plan
 from nodes.spec_writer.roles import Role, array_roles
@@ -48,7 +51,15 @@ from schemas.launch_capture import (
     SequenceArg,
     TensorArg,
 )
-from schemas.port_spec import ITEMSIZE, Hints, PortSpecError, ResolvedArray, parse_port_spec
+from schemas.port_spec import (
+    ITEMSIZE,
+    Config,
+    Hints,
+    PortSpec,
+    PortSpecError,
+    ResolvedArray,
+    parse_port_spec,
+)
 from schemas.reference_export import (
     ArrayArg,
     ArrayListArg,
@@ -58,7 +69,13 @@ from schemas.reference_export import (
     Specialisation,
 )
 from schemas.spec_expr import evaluate_int
-from toolchain.reference_export import launch_facts, mangled_symbol
+from toolchain.reference_export import (
+    ReferenceExportError,
+    export_reference,
+    launch_facts,
+    mangled_symbol,
+    specialise,
+)
 from toolchain.source_tree import SourceTree, SourceTreeError, constant_parameters
 
 # Configurations that prove what the port is launched for (every variant in every
@@ -103,6 +120,10 @@ class WrittenSpec:
     test_configs: int
     variants: int
     grid_literal: bool
+    # Test configurations of specialisation classes the records lack (`classes`),
+    # and those not added with why.
+    classes: tuple[str, ...] = ()
+    dropped_classes: tuple[str, ...] = ()
 
 
 def group_by_kernel(records: Iterable[LaunchRecord]) -> list[KernelLaunches]:
@@ -209,6 +230,9 @@ class KernelSpec:
         self.constant_rules = self._constant_rules()
         self.bind_constants_per_config = False
         self.literal_constants: tuple[str, ...] = ()
+        # Whether to add the specialisation classes the records lack (`classes`).
+        self.widen = False
+        self.added: list[ClassConfig] = []
 
     def keep_compiled(self, symbols: set[str]) -> None:
         """Drop the records whose launch compiled no recorded entry (it failed)."""
@@ -525,7 +549,7 @@ class KernelSpec:
             entry: dict[str, Any] = {
                 "rank": len(tensors[0].shape),
                 "shape": self.shapes.get(name, []),
-                "dtypes": sorted({t.dtype for t in tensors}),
+                "dtypes": self.recorded_dtypes()[name],
                 "role": roles[name],
             }
             if name in self.lists:
@@ -581,10 +605,12 @@ class KernelSpec:
             self.config(r, f"perf{i}_{self.config_dtype(r)}") for i, r in enumerate(perf)
         ]
         self._add_producers([*tests, *perf], [*configs, *perf_configs], reads)
+        self.added = (
+            class_configs(configs, [keys[self.variant_key(r)] for r in tests]) if self.widen else []
+        )
         used = [*tests, *perf]
         variants = self._variants(keys, used, [c["name"] for c in [*configs, *perf_configs]])
-        dtypes = sorted({c["dtype"] for c in [*configs, *perf_configs]})
-        return {
+        data = {
             "spec_version": 1,
             "name": name,
             "description": f"{self.kernel} of {self.module}, from {len(self.records)} "
@@ -606,8 +632,11 @@ class KernelSpec:
                 "origin": f"the reference kernel {self.module}::{self.kernel} launched on the "
                 "same inputs",
             },
-            "tolerances": {d: _tolerance(d) for d in dtypes},
         }
+        return _with_config_dtypes(data, self.recorded_dtypes())
+
+    def recorded_dtypes(self) -> dict[str, list[str]]:
+        return {n: sorted({self.tensor(r, n).dtype for r in self.records}) for n in self.arrays}
 
     def _add_producers(
         self, records: list[LaunchRecord], configs: list[dict[str, Any]], reads: set[str]
@@ -678,6 +707,7 @@ class KernelSpec:
             taken = (variant, self.config_dtype(record)) in proven
             if variant is not None and taken and record not in by_variant[variant]:
                 by_variant[variant].append(record)
+        deciding = self.deciding_constants(keys) if self.widen else None
         variants = []
         for key, variant in keys.items():
             members = by_variant.get(variant)
@@ -692,17 +722,42 @@ class KernelSpec:
                 entry["constants"] = bound
             if len(keys) > 1:
                 conditions = (
-                    _config_condition(
-                        self.scope(record),
-                        self.dims.values(),
-                        self.constants if self.bind_constants_per_config else (),
-                        self.config_dtype(record),
+                    (
+                        _config_condition(
+                            self.scope(record),
+                            self.dims.values(),
+                            self.constants if self.bind_constants_per_config else (),
+                            self.config_dtype(record),
+                        )
+                        if deciding is None
+                        else _config_condition(self.scope(record), (), deciding)
                     )
                     for record in members
                 )
                 entry["when"] = " or ".join(f"({c})" for c in dict.fromkeys(conditions))
             variants.append(entry)
         return variants
+
+    def deciding_constants(self, keys: dict[tuple[object, ...], str]) -> list[str] | None:
+        """The fewest constants (at most three) of those the configurations bind whose
+        values tell every record's variant, so that a variant's condition names only
+        what chooses it (the caller passes the constants), not the shapes and dtypes
+        it was recorded with; None where no such set exists."""
+        variant_of = [keys[self.variant_key(r)] for r in self.records]
+        # A condition sees the constants a configuration binds, not those the spec
+        # derives or a variant binds.
+        bound = self.constants if self.bind_constants_per_config else []
+        values = {n: [_number(self.arg(r, n)) for r in self.records] for n in bound}
+        for size in range(1, 4):
+            for names in itertools.combinations(bound, size):
+                seen: dict[tuple[object, ...], str] = {}
+                rows = zip(*(values[n] for n in names), strict=True)
+                if all(
+                    seen.setdefault(row, variant) == variant
+                    for row, variant in zip(rows, variant_of, strict=True)
+                ):
+                    return list(names)
+        return None
 
     def choose_constant_binding(self, used: list[LaunchRecord]) -> None:
         """Configurations bind no constants (the C launcher derives them) unless records
@@ -714,6 +769,19 @@ class KernelSpec:
             where = (tuple(sorted(self.dim_values(record).items())), self.config_dtype(record))
             if seen.setdefault(where, self.variant_key(record)) != self.variant_key(record):
                 self.bind_constants_per_config = True
+
+
+def _with_config_dtypes(
+    data: dict[str, Any], recorded: Mapping[str, Iterable[str]]
+) -> dict[str, Any]:
+    """`data` with each array's dtypes (`recorded`, by array) and the tolerances
+    covering every dtype its configurations give it (recorded or added by `classes`)."""
+    configs = [*data["test_configs"], *data.get("perf_configs", [])]
+    for name, array in data["arrays"].items():
+        given = {c.get("array_dtypes", {}).get(name, c["dtype"]) for c in configs}
+        array["dtypes"] = sorted(set(recorded[name]) | given)
+    data["tolerances"] = {d: _tolerance(d) for d in sorted({c["dtype"] for c in configs})}
+    return data
 
 
 def _config_condition(
@@ -791,11 +859,13 @@ def write_specs(
     out: Path,
     signature_hints: dict[str, str] | None = None,
     literal_constants: Mapping[tuple[str, str], Iterable[str]] | None = None,
+    widen: bool = False,
 ) -> tuple[list[WrittenSpec], list[str]]:
     """One spec per kernel into `out`; also the problems of kernels that got none.
     `literal_constants`, by (module, kernel): the constants its port's entries are
     specialised to (a first port's report says), every recorded set of which then
-    gets a configuration."""
+    gets a configuration. `widen`: add the specialisation classes the records lack
+    (`classes`), each checked against the reference's own export."""
     tree = SourceTree(source_root)
     out.mkdir(parents=True, exist_ok=True)
     written: list[WrittenSpec] = []
@@ -808,11 +878,18 @@ def write_specs(
                 kernel.keep_compiled(set(signature_hints))
             literal = (literal_constants or {}).get((kernel.module, kernel.kernel), ())
             kernel.literal_constants = tuple(n for n in kernel.constants if n in set(literal))
+            kernel.widen = widen
             name = _spec_name(kernel.kernel, kernel.module, taken)
             data = kernel.build(out.resolve(), name)
             path = out / f"{name}.port.yaml"
             text = _yaml(data, launches)
             parse_port_spec(yaml.safe_load(text), path)
+            added: tuple[str, ...] = ()
+            dropped: list[str] = []
+            if kernel.added:
+                data, added, dropped = _add_classes(kernel, data, path)
+                text = _yaml(data, launches)
+                parse_port_spec(yaml.safe_load(text), path)
         except (SpecWriteError, SourceTreeError) as exc:
             problems.append(f"{launches.file}::{launches.kernel}: {exc}")
             continue
@@ -829,9 +906,63 @@ def write_specs(
                 test_configs=len(data["test_configs"]),
                 variants=len(data["variants"]),
                 grid_literal=kernel.grid_literal,
+                classes=added,
+                dropped_classes=tuple(dropped),
             )
         )
     return written, problems
+
+
+def _add_classes(
+    kernel: KernelSpec, data: dict[str, Any], path: Path
+) -> tuple[dict[str, Any], tuple[str, ...], list[str]]:
+    """`data` with the class configurations `keep_serving` keeps, their names, and
+    why the others were left out."""
+    every = [*data["test_configs"], *(c.config for c in kernel.added)]
+    # The recorded configurations, in arrays that allow the added dtypes too.
+    arrays = _with_config_dtypes({**data, "test_configs": every}, kernel.recorded_dtypes())
+    recorded = {**arrays, "test_configs": data["test_configs"]}
+    spec = parse_port_spec(yaml.safe_load(_yaml(recorded, kernel.launches)), path)
+    kept, dropped = keep_serving(
+        spec,
+        kernel.added,
+        lambda configs: _reference_compiles(kernel.tree, kernel.launches.file, spec, configs),
+    )
+    data["test_configs"] += [c.config for c in kept]
+    data = _with_config_dtypes(data, kernel.recorded_dtypes())
+    return data, tuple(c.config["name"] for c in kept), dropped
+
+
+def _reference_compiles(
+    tree: SourceTree, file: str, spec: PortSpec, configs: list[Config]
+) -> set[str]:
+    """The names of the configurations the reference compiles for (a bytecode
+    export in the sandbox; one at a time only when they fail together)."""
+    specs = {
+        c.name: specialise(spec.resolve(c, "test")).model_copy(update={"variant": c.name})
+        for c in configs
+    }
+    names = list(specs)
+
+    def exports(chosen: list[str]) -> bool:
+        with tempfile.TemporaryDirectory(prefix="tileport-classes-") as scratch:
+            try:
+                export_reference(
+                    tree.root / file,
+                    spec.kernel,
+                    [specs[n] for n in chosen],
+                    Path(scratch),
+                    cubin_targets=(),
+                    source_root=tree.root,
+                    module=spec.module,
+                )
+            except ReferenceExportError:
+                return False
+        return True
+
+    if exports(names):
+        return set(names)
+    return {n for n in names if exports([n])}
 
 
 def _yaml(data: dict[str, Any], launches: KernelLaunches) -> str:

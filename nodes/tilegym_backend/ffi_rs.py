@@ -349,7 +349,7 @@ def render_ffi(
             extent = f"{array.name}_d.shape[{rule.dim}]"
             if rule.binds:
                 bound.append(f"    let {_variable(rule.binds)}: i64 = {extent};")
-            elif rule.expected is not None:
+            elif rule.expected is not None and _checked_extent(rule.expected):
                 extent_checks.append(f"{extent} != {exprs.rust(rule.expected, Kind.INT)}")
     if bound:
         lines.append("    // Dimension symbols of the port spec, bound from the descriptors.")
@@ -417,6 +417,16 @@ def render_ffi(
     lines.append(f"    crate::dispatch_by_dtype!(dty, dispatch, {names})")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _checked_extent(expected: str | int) -> bool:
+    """Whether a symbol checks an extent the spec fixes. A literal other than 1 was
+    only the extent every record happened to have: the caller passes the constants
+    (nothing is derived from it) and the entry knows the extent only through its
+    facts, which the entry's preconditions or fact generics cover. An extent of 1
+    is a static shape in the IR, and an expression relates arrays as the host
+    made them: both are checked."""
+    return not isinstance(expected, int) or expected == 1
 
 
 def _refusal(sym: str, why: str) -> str:

@@ -302,7 +302,11 @@ def test_relu_lands_in_a_copy_of_tilegym(
     }
     ffi = (checkout / CUTILE_RS / "relu_kernel/ffi.rs").read_text()
     assert 'pub unsafe extern "C" fn cutile_relu(' in ffi
-    assert "crate::dispatch_by_dtype!(dty, dispatch, f16, f32)" in ffi
+    # Every float class, not only the recorded f16/f32, and any extent: the shape
+    # facts are generics computed per launch, not a refusal of unaligned extents.
+    assert "crate::dispatch_by_dtype!(dty, dispatch, bf16, f16, f32)" in ffi
+    assert "rt::shape_fact(x_d.shape[0] as i64).to_string()," in ffi
+    assert "shape[0] % 16" not in ffi
     assert "    n_elements: i64,\n    block_size: i64,\n    grid_x: u32," in ffi  # as ct.launch
     kernel = (checkout / CUTILE_RS / "relu_kernel/kernel.rs").read_text()
     assert "pub mod relu_module {" in kernel

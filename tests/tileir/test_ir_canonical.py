@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tileir.attrs import scalar_literal
 from tileir.canonical import canonical_text, canonicalize
 from tileir.mlir import parse_module
 
@@ -83,6 +84,14 @@ def test_literal_spellings_are_unified() -> None:
     cutile_rs = add_constant("-1.0", ("%0", "%1", "%2"))
     hex_bits = add_constant("0xBF800000", ("%0", "%1", "%2"))
     assert canonical(tileirdisasm) == canonical(cutile_rs) == canonical(hex_bits)
+
+
+def test_a_printed_bf16_constant_is_the_nearest_bf16() -> None:
+    # 0.044715 in bf16 is 0x3D37 (0.0446777...); printed with six digits it lies
+    # below that value, and truncating its float32 bits would give 0x3D36.
+    printed = scalar_literal("4.467770e-02", "bf16")
+    assert printed == scalar_literal("0x3D37", "bf16") == "bf16:0x3d37"
+    assert scalar_literal("-1.000000e+30", "bf16") == "bf16:0xf14a"
 
 
 def test_both_printers_share_one_canonical_form() -> None:

@@ -1,0 +1,135 @@
+"""Specialisation classes the records do not show.
+
+cuTile Python compiles one kernel per specialisation of a launch: the arrays'
+dtypes, the constants, and the launch facts (base alignment, divisibility of
+extents and strides by 16, extents of 1). Recorded launches are a few points of
+that space; a port proven only on them refuses the next bf16 or unaligned call.
+For each variant of a spec this adds test configurations of the classes its
+recorded ones lack:
+
+- every floating element type of `FLOAT_CLASSES` in place of the recorded one
+  (the arrays that follow the configuration's dtype take it; arrays recorded
+  with another dtype keep theirs);
+- a ragged configuration: every extent symbol made odd, so every shape fact (and
+  every row-major stride fact) takes its weakest value. Only where the spec
+  derives the constants from the extents: a configuration that binds its
+  constants would pair them with shapes the host never makes.
+
+The kernel writer proves the port on them as on any configuration; what varies
+becomes a generic (the element type `E`, fact generics like `X_SHAPE_0_DIV`).
+`keep_serving` drops an added configuration that another variant dispatches or
+that the reference itself does not compile (a class the reference does not
+serve is not one the port must serve).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from schemas.port_spec import Config, PortSpec
+
+FLOAT_CLASSES: Final = ("float32", "float16", "bfloat16")
+FACT_DIVISOR: Final = 16  # what launch facts count divisibility up to
+
+
+@dataclass(frozen=True)
+class ClassConfig:
+    """An added configuration and the recorded one it was made from."""
+
+    config: dict[str, Any]
+    source: str
+
+
+def ragged(dims: dict[str, int]) -> bool:
+    """Whether some extent has a weak shape fact (an extent of 1 is a static shape,
+    not a fact)."""
+    return any(value % FACT_DIVISOR for value in dims.values() if value > 1)
+
+
+def _odd(value: int) -> int:
+    """The nearest odd extent at or below `value` (2 becomes 3); 1 stays, since an
+    extent of 1 is a variant of its own."""
+    if value <= 1 or value % 2:
+        return value
+    return 3 if value == 2 else value - 1
+
+
+def _derived(config: dict[str, Any]) -> bool:
+    """Whether the configuration leaves its constants and layout to the spec, so
+    changing its extents keeps it a launch the host makes."""
+    return not (config.get("constants") or config.get("strides") or config.get("producers"))
+
+
+def class_configs(configs: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[ClassConfig]:
+    """The configurations to add, `variants[i]` being the variant of `configs[i]`:
+    per variant, the element types and the ragged class none of its configurations
+    has, each made from the variant's first configuration that can take it."""
+    taken = {c["name"] for c in configs}
+    added: list[ClassConfig] = []
+
+    def add(config: dict[str, Any], source: str, suffix: str) -> None:
+        name = f"{source}_{suffix}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        config["name"] = name
+        added.append(ClassConfig(config, source))
+
+    dtypes = {(v, c["dtype"]) for c, v in zip(configs, variants, strict=True)}
+    raggeds = {v for c, v in zip(configs, variants, strict=True) if ragged(c.get("dims", {}))}
+    for config, variant in zip(configs, variants, strict=True):
+        if config.get("producers") or config["dtype"] not in FLOAT_CLASSES:
+            continue
+        for dtype in FLOAT_CLASSES:
+            if (variant, dtype) not in dtypes:
+                dtypes.add((variant, dtype))
+                widened = copy.deepcopy(config)
+                widened["dtype"] = dtype
+                add(widened, config["name"], f"as_{dtype}")
+        dims = config.get("dims", {})
+        odd = {name: _odd(value) for name, value in dims.items()}
+        if variant not in raggeds and _derived(config) and ragged(odd):
+            raggeds.add(variant)
+            shaped = copy.deepcopy(config)
+            shaped["dims"] = odd
+            add(shaped, config["name"], "ragged")
+    return added
+
+
+def keep_serving(
+    spec: PortSpec,
+    added: Sequence[ClassConfig],
+    compiles: Callable[[list[Config]], set[str]],
+) -> tuple[list[ClassConfig], list[str]]:
+    """The added configurations to keep in `spec` (written from the records alone),
+    and why each other one was left out: it must resolve, dispatch to its source's
+    variant, and compile as the reference (`compiles` returns the names of the
+    configurations the reference exports)."""
+    by_name = {c.name: c for c in spec.test_configs}
+    dropped: list[str] = []
+    candidates: list[tuple[ClassConfig, Config]] = []
+    for item in added:
+        name = item.config["name"]
+        try:
+            config = Config.model_validate(item.config)
+            resolved = spec.resolve(config, "test")
+            source = spec.resolve(by_name[item.source], "test")
+        except (ValueError, ValidationError) as error:
+            dropped.append(f"{name}: {error}")
+            continue
+        if resolved.variant != source.variant:
+            dropped.append(
+                f"{name}: dispatches to variant {resolved.variant}, not {source.variant}"
+            )
+            continue
+        candidates.append((item, config))
+    exported = compiles([config for _, config in candidates]) if candidates else set()
+    for _, config in candidates:
+        if config.name not in exported:
+            dropped.append(f"{config.name}: the reference does not compile for it")
+    return [item for item, config in candidates if config.name in exported], dropped

@@ -1,0 +1,130 @@
+"""Specialisation classes the records lack (nodes/spec_writer/classes.py): which
+configurations are added, and which are left out and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodes.spec_writer.classes import ClassConfig, class_configs, keep_serving
+from schemas.port_spec import Config, PortSpec, parse_port_spec
+
+
+def _config(name: str, dtype: str, **dims: int) -> dict[str, Any]:
+    return {"name": name, "dims": dict(dims), "dtype": dtype}
+
+
+def test_every_float_class_and_one_ragged_per_variant() -> None:
+    configs = [_config("t0_float16", "float16", X_0=1024), _config("t1_float32", "float32", X_0=64)]
+    added = class_configs(configs, ["v0", "v0"])
+    assert [(a.config["name"], a.source) for a in added] == [
+        ("t0_float16_as_bfloat16", "t0_float16"),
+        ("t0_float16_ragged", "t0_float16"),
+    ]
+    assert added[0].config["dims"] == {"X_0": 1024}
+    assert added[1].config == {
+        "name": "t0_float16_ragged",
+        "dims": {"X_0": 1023},
+        "dtype": "float16",
+    }
+    assert configs[0] == _config("t0_float16", "float16", X_0=1024)  # not changed in place
+
+
+def test_classes_per_variant_and_what_is_not_widened() -> None:
+    configs = [
+        _config("t0_float32", "float32", X_0=17),  # ragged already
+        _config("t1_int32", "int32", X_0=32),  # not a float class
+        {**_config("t2_float16", "float16", X_0=32), "constants": {"N": 32}},
+        _config("t3_float16", "float16", X_0=32, Y_1=1),
+    ]
+    added = class_configs(configs, ["v0", "v1", "v2", "v3"])
+    names = [a.config["name"] for a in added]
+    assert names == [
+        "t0_float32_as_float16",
+        "t0_float32_as_bfloat16",
+        "t2_float16_as_float32",
+        "t2_float16_as_bfloat16",
+        "t3_float16_as_float32",
+        "t3_float16_as_bfloat16",
+        "t3_float16_ragged",
+    ]
+    # A configuration binding its constants keeps its shapes; an extent of 1 stays 1.
+    assert added[-1].config["dims"] == {"X_0": 31, "Y_1": 1}
+
+
+def test_names_stay_unique() -> None:
+    configs = [
+        _config("t0_float16", "float16", X_0=16),
+        _config("t0_float16_ragged", "float32", X_0=5),
+    ]
+    added = class_configs(configs, ["v0", "v1"])
+    assert len({a.config["name"] for a in added} | {c["name"] for c in configs}) == len(added) + 2
+    assert "t0_float16_ragged_" in {a.config["name"] for a in added}
+
+
+FLOATS = ["float16", "float32", "bfloat16"]
+SPEC: dict[str, Any] = {
+    "spec_version": 1,
+    "name": "scale",
+    "source": "scale.py",
+    "kernel": "scale",
+    "reference_backend": "cutile_python",
+    "launch_path": "direct",
+    "arrays": {
+        name: {
+            "rank": 1,
+            "shape": ["X_0"],
+            "dtypes": ["float16", "float32", "bfloat16"],
+            "role": role,
+        }
+        for name, role in (("x", "in"), ("y", "out"))
+    },
+    "constants": {"BLOCK": {"type": "int", "default": 64}},
+    "grid": ["cdiv(X_0, BLOCK)"],
+    "variants": [
+        {"name": "small", "when": "X_0 < 100"},
+        {"name": "large", "when": "X_0 >= 100 and dtype != 'bfloat16'"},
+    ],
+    "test_configs": [
+        {"name": "t0", "dims": {"X_0": 64}, "dtype": "float16"},
+        {"name": "t1", "dims": {"X_0": 512}, "dtype": "float16"},
+    ],
+    "reference": {"oracle": "reference_kernel", "origin": "the kernel itself"},
+    "tolerances": {d: {"atol": 0.0, "rtol": 0.0, "source": "exact"} for d in FLOATS},
+}
+
+
+@pytest.fixture
+def spec(tmp_path: Any) -> PortSpec:
+    return parse_port_spec(SPEC, tmp_path / "scale.port.yaml")
+
+
+def test_keep_serving_drops_other_variants_and_what_the_reference_rejects(spec: PortSpec) -> None:
+    added = [
+        ClassConfig(_config("t0_float16_as_bfloat16", "bfloat16", X_0=64), "t0"),
+        ClassConfig(_config("t1_float16_as_bfloat16", "bfloat16", X_0=512), "t1"),
+        ClassConfig(_config("t1_float16_as_float32", "float32", X_0=512), "t1"),
+        ClassConfig(_config("t0_float16_ragged", "float16", X_0=63), "t0"),
+        ClassConfig(_config("t0_bad", "float16"), "t0"),  # X_0 unbound
+    ]
+    asked: list[list[str]] = []
+
+    def compiles(configs: list[Config]) -> set[str]:
+        asked.append([c.name for c in configs])
+        return {c.name for c in configs if c.dtype != "float32"}
+
+    kept, dropped = keep_serving(spec, added, compiles)
+    assert [k.config["name"] for k in kept] == ["t0_float16_as_bfloat16", "t0_float16_ragged"]
+    assert asked == [["t0_float16_as_bfloat16", "t1_float16_as_float32", "t0_float16_ragged"]]
+    assert any(d.startswith("t1_float16_as_bfloat16: ") for d in dropped)
+    assert "t0_bad: " in "\n".join(dropped)
+    assert "t1_float16_as_float32: the reference does not compile for it" in dropped
+
+
+def test_keep_serving_asks_nothing_when_nothing_is_left(spec: PortSpec) -> None:
+    def compiles(configs: list[Config]) -> set[str]:
+        raise AssertionError("no export for no configuration")
+
+    kept, dropped = keep_serving(spec, [ClassConfig(_config("x", "float16"), "t0")], compiles)
+    assert kept == [] and len(dropped) == 1
