@@ -11,12 +11,13 @@
 # the exit code of each), checks that the patches of the added ops, together, apply
 # to a fresh copy (`git apply --check`), builds the crate (`tileport tilegym build`)
 # and packs WORK/tilegym-tests.tar.xz: the patched src/ and tests/ with the library.
+# WORK/lines.md: the lines each added op brings (bench/tilegym_lines.sh).
 # On the GPU host: tar -xJf tilegym-tests.tar.xz -C DIR &&
 #   python3 -m nodes.tilegym_backend.test_run --tilegym DIR/tilegym --no-build --out OUT
 set -euo pipefail
 
 if [ $# -lt 4 ]; then
-    sed -n '2,17p' "$0" >&2
+    sed -n '2,18p' "$0" >&2
     exit 2
 fi
 tilegym=$1 launches=$2 work=$3
@@ -56,6 +57,7 @@ git_ diff "$base" HEAD > "$work/all-ops.patch"
 git -C "$work/fresh" apply --check "$work/all-ops.patch"
 echo "all-ops.patch applies to a fresh copy"
 rm -rf "$work/fresh"
+bash "$(dirname "$0")/tilegym_lines.sh" "$work" | tee "$work/lines.md"
 
 tileport tilegym build --tilegym "$checkout" --log "$work/cargo-build.log"
 tar -cJf "$work/tilegym-tests.tar.xz" -C "$work" \

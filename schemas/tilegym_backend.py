@@ -97,10 +97,10 @@ class SweepCallResult(_Strict):
 class SweepOpSummary(_Strict):
     op: str
     calls: int = Field(description="Calls the cutile backend serves (the oracle ran).")
-    served: int
-    refused: int
-    mismatches: int
-    port_us_median: float | None
+    served: int = Field(description="Calls whose outputs equal the oracle's bit for bit.")
+    refused: int = Field(description="Calls the port raised on.")
+    mismatches: int = Field(description="Calls the port ran with other outputs.")
+    port_us_median: float | None = Field(description="Median per-call time of the calls run.")
     cutile_us_median: float | None
 
 

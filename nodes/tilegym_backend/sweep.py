@@ -308,7 +308,7 @@ def summarise(op: str, results: list[SweepCallResult]) -> SweepOpSummary:
     return SweepOpSummary(
         op=op,
         calls=len(counted),
-        served=len(ran),
+        served=sum(r.outcome is SweepOutcome.SERVED for r in counted),
         refused=len(counted) - len(ran),
         mismatches=sum(r.outcome is SweepOutcome.MISMATCH for r in counted),
         port_us_median=_median([r.port_us for r in ran]),
@@ -324,7 +324,7 @@ def markdown(report: SweepReport) -> str:
         f"Command: `{report.command}`",
         "",
         f"{report.calls} calls the cutile backend serves: {report.served} served by the "
-        f"port ({report.mismatches} of them not bitwise equal), {report.refused} refused.",
+        f"port bitwise equal, {report.mismatches} not equal, {report.refused} refused.",
         "",
         "| op | calls | served | refused | mismatches | port us (median) | cutile us (median) |",
         "|---|---|---|---|---|---|---|",
@@ -345,6 +345,56 @@ def markdown(report: SweepReport) -> str:
         lines += ["", "| why (op: reason) | calls |", "|---|---|"]
         lines += [f"| {why} | {n} |" for why, n in sorted(reasons.items(), key=lambda i: -i[1])]
     return "\n".join(lines) + "\n"
+
+
+def sweep_report(
+    args: argparse.Namespace,
+    ops: list[str],
+    seed: int,
+    gpu: str,
+    driver: str,
+    results: list[SweepCallResult],
+) -> SweepReport:
+    """The report of the calls run so far, with the command that repeats them."""
+    summaries = [summarise(op, [r for r in results if r.call.op == op]) for op in ops]
+    return SweepReport(
+        date=date.today().isoformat(),
+        seed=seed,
+        gpu=gpu,
+        driver=driver,
+        command=shlex.join(
+            [
+                "tileport",
+                "tilegym",
+                "sweep",
+                *ops,
+                "--tilegym",
+                args.tilegym.resolve().name,
+                "--calls",
+                str(args.calls),
+                "--seed",
+                str(seed),
+                "--reps",
+                str(args.reps),
+                *(["--budget-s", str(args.budget_s)] if args.budget_s is not None else []),
+            ]
+        ),
+        calls=sum(s.calls for s in summaries),
+        served=sum(s.served for s in summaries),
+        refused=sum(s.refused for s in summaries),
+        mismatches=sum(s.mismatches for s in summaries),
+        ops=summaries,
+        results=results,
+    )
+
+
+def write_report(report: SweepReport, out: Path) -> Path:
+    """`tilegym-sweep-<date>.{json,md}` in `out`; their common stem."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"tilegym-sweep-{report.date}"
+    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
+    stem.with_suffix(".md").write_text(markdown(report))
+    return stem
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -410,40 +460,10 @@ def sweep_command(args: argparse.Namespace) -> int:
                 break
             results.append(run_call(call, args.reps))
             print(f"{op} {index + 1}/{len(calls)}: {results[-1].outcome.value}", file=sys.stderr)
-    summaries = [summarise(op, [r for r in results if r.call.op == op]) for op in plans]
-    report = SweepReport(
-        date=date.today().isoformat(),
-        seed=seed,
-        gpu=gpu,
-        driver=driver,
-        command=shlex.join(
-            [
-                "tileport",
-                "tilegym",
-                "sweep",
-                *ops,
-                "--tilegym",
-                checkout.name,
-                "--calls",
-                str(args.calls),
-                "--seed",
-                str(seed),
-                "--reps",
-                str(args.reps),
-                *(["--budget-s", str(args.budget_s)] if args.budget_s is not None else []),
-            ]
-        ),
-        calls=sum(s.calls for s in summaries),
-        served=sum(s.served for s in summaries),
-        refused=sum(s.refused for s in summaries),
-        mismatches=sum(s.mismatches for s in summaries),
-        ops=summaries,
-        results=results,
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"tilegym-sweep-{report.date}"
-    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(report))
+            # Written after every call: a launch that kills the process loses only itself.
+            write_report(sweep_report(args, list(plans), seed, gpu, driver, results), args.out)
+    report = sweep_report(args, list(plans), seed, gpu, driver, results)
+    stem = write_report(report, args.out)
     print(markdown(report))
     print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
     return 1 if report.refused or report.mismatches else 0

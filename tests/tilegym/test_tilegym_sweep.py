@@ -2,7 +2,8 @@
 accepts, read from TileGym's unmodified source (--plan needs no GPU): extents of 1,
 ragged and unaligned ones, every dtype, every mode the source compares; a seed
 repeats its draws and a new one changes them; an op whose parameter no rule draws
-is refused by name; without a GPU the sweep says so and runs nothing."""
+is refused by name; without a GPU the sweep says so and runs nothing; served,
+mismatched and refused calls are counted apart, the oracle's refusals not at all."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from nodes.tilegym_backend.sweep import compared_strings, draw_calls, read_signature
+from nodes.tilegym_backend.sweep import (
+    compared_strings,
+    draw_calls,
+    markdown,
+    read_signature,
+    summarise,
+)
+from schemas.tilegym_backend import SweepCall, SweepCallResult, SweepOutcome, SweepReport
 from toolchain.env import REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
@@ -101,3 +109,34 @@ def test_modes_are_the_strings_the_source_compares() -> None:
     tree = ast.parse('if mode == "a":\n    pass\nelif "b" != mode or other == "c":\n    pass\n')
     assert compared_strings(tree, "mode") == ["a", "b"]
     assert compared_strings(tree, "absent") == []
+
+
+def test_outcomes_are_counted_apart_and_the_oracles_refusals_not_at_all() -> None:
+    call = SweepCall(op="relu", shape=[3, 5], dtype="bfloat16", seed=1)
+    results = [
+        SweepCallResult(call=call, outcome=SweepOutcome.SERVED, port_us=10.0, cutile_us=20.0),
+        SweepCallResult(call=call, outcome=SweepOutcome.SERVED, port_us=30.0, cutile_us=40.0),
+        SweepCallResult(call=call, outcome=SweepOutcome.MISMATCH, port_us=50.0, cutile_us=60.0),
+        SweepCallResult(call=call, outcome=SweepOutcome.REFUSED, detail="RuntimeError: rc=-6"),
+        SweepCallResult(call=call, outcome=SweepOutcome.ORACLE_REFUSED, detail="ValueError"),
+    ]
+    summary = summarise("relu", results)
+    assert (summary.calls, summary.served, summary.mismatches, summary.refused) == (4, 2, 1, 1)
+    # Times are the medians of the calls that ran, the mismatched one included.
+    assert (summary.port_us_median, summary.cutile_us_median) == (30.0, 40.0)
+    report = SweepReport(
+        date="2026-12-05",
+        seed=7,
+        gpu="NVIDIA H200",
+        driver="580",
+        command="tileport tilegym sweep relu",
+        calls=4,
+        served=2,
+        refused=1,
+        mismatches=1,
+        ops=[summary],
+        results=results,
+    )
+    table = markdown(report)
+    assert "| relu | 4 | 2 | 1 | 1 | 30.0 | 40.0 |" in table
+    assert "| relu: RuntimeError: rc=-N | 1 |" in table
