@@ -46,7 +46,6 @@ from tileir.types import parse_view
 Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view"]
 INDENT = "    "
 FACT_HELPER = "divisible"
-FLOAT_CONSTANTS = "float_constants"  # the module item of the `FloatConstants` bound
 SCALAR_ELEMENTS = frozenset({"i32", "u32", "i64", "u64", "f32", "f64", "bool"})
 UNMAPPED = "no cutile-rs construct is mapped for it"
 
@@ -620,8 +619,6 @@ class Lifter:
         # Rank 0 too goes through `constant(..)`: a Rust literal would carry an
         # exact value that cutile-rs folds and turns into extra assumes.
         rhs = f"constant({literal.dense}, {shape_macro(info.dims)})"
-        if literal.float_constant:
-            self.module_items.add(FLOAT_CONSTANTS)
         if literal.generic_float:
             function = f"constant_float_r{info.rank}"
             self.module_items.add(function)

@@ -2,17 +2,18 @@
 
 The parser normalises a constant to `type:value` with floats as bit patterns
 (`f32:0x3fb8aa3b`). A float becomes the shortest decimal that rounds back to
-the same bits in its type; zero, one and the infinities of 16-bit floats and
-of the dtype generic `E` use their associated constants (`f16::ZERO`,
-`E::NEG_INFINITY`), which cutile-rs compiles to the constant of E's type.
-cutile-rs's `ElementType` declares only `ZERO`, so for rustc an `E` that names
-another one is bound by the module's `FloatConstants` (module.py). Any other
-constant of `E` is one decimal that every configuration's value rounds from
-(`-1e30` is -inf in f16 and 0xf14a in bf16), written through the module's
-declared `constant_float_r<rank>`: cutile-rs encodes its f64 literal straight
-into E's type, as cuTile did. Where no decimal gives every configuration's
-bits, it is an f32 constant converted to `E` (`convert_tile(constant(0.5f32,
-..))`); verification decides whether that is the same machine code.
+the same bits in its type; zero of every type and the other associated
+constants of f16 use their Rust names (`E::ZERO`, `f16::NEG_INFINITY`). A
+constant of the dtype generic `E` or of bf16 goes through the module's declared
+`constant_float_r<rank>`, whose f64 value cutile-rs rounds straight into the
+element type, as cuTile did: one decimal that every configuration's value
+rounds from (`-1e30` is -inf in f16 and 0xf14a in bf16), `f64::INFINITY` for
+an infinity. Not `bf16::ONE` or `E::INFINITY`: cutile-rs writes a named 16-bit
+constant as four hex digits and reads those back as f16 bits, so bf16's one
+(0x3f80) became 1.875 and its infinities NaN (docs/UPSTREAM_GAPS.md, G18).
+Where no decimal gives every configuration's bits, it is an f32 constant
+converted to `E` (`convert_tile(constant(0.5f32, ..))`); verification decides
+whether that is the same machine code.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tileir.ir import Op
 
 _FLOAT_WIDTH = {"f16": ("e", 2), "f32": ("f", 4), "f64": ("d", 8)}
 _ASSOCIATED = {0.0: "ZERO", 1.0: "ONE", math.inf: "INFINITY", -math.inf: "NEG_INFINITY"}
+_F64_INFINITIES = {math.inf: "f64::INFINITY", -math.inf: "f64::NEG_INFINITY"}
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,7 @@ class RustLiteral:
     scalar: str | None
     dense: str
     via_f32: bool = False  # `dense` is an f32 literal to convert to the generic E
-    generic_float: bool = False  # `dense` is an f64 literal cutile-rs encodes as E
-    float_constant: bool = False  # `E::ONE` and the like: E needs `FloatConstants`
+    generic_float: bool = False  # `dense` is an f64 value cutile-rs encodes as E
 
 
 def _float_from_bits(bits: int, element: str) -> float:
@@ -108,18 +109,19 @@ def _float_literal(
     if math.isnan(value):
         raise Blocked(op.name, where, "a NaN constant has no exact cutile-rs spelling")
     negative_zero = value == 0.0 and math.copysign(1.0, value) < 0
-    if rust == "E":
+    if rust in ("E", "bf16"):
         same = all(_float_from_bits(b, e) == value for e, b in peers)
-        if value in _ASSOCIATED and not negative_zero and same:
-            name = _ASSOCIATED[value]
-            return RustLiteral(None, f"E::{name}", float_constant=name != "ZERO")
+        if value == 0.0 and not negative_zero and same:
+            return RustLiteral(None, f"{rust}::ZERO")
+        if math.isinf(value) and same:
+            return RustLiteral(None, _F64_INFINITIES[value], generic_float=True)
         decimal = common_decimal([(ir_element, bits), *peers])
         if decimal is not None:
             return RustLiteral(None, decimal, generic_float=True)
         return RustLiteral(None, f"{shortest_float(value, ir_element)}f32", via_f32=True)
-    if rust in ("f16", "bf16"):
+    if rust == "f16":
         if value in _ASSOCIATED and not negative_zero:
-            return RustLiteral(None, f"{rust}::{_ASSOCIATED[value]}")
+            return RustLiteral(None, f"f16::{_ASSOCIATED[value]}")
         return RustLiteral(None, shortest_float(value, ir_element))
     if math.isinf(value):
         return RustLiteral(None, f"{rust}::{'INFINITY' if value > 0 else 'NEG_INFINITY'}")

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nodes.kernel_writer.lifter import FLOAT_CONSTANTS, INDENT, LiftedKernel
+from nodes.kernel_writer.lifter import INDENT, LiftedKernel
 
 
 @dataclass(frozen=True)
 class GenericParam:
     name: str
     kind: str  # "type" (E: ElementType) or "const" (i32)
-    bound: str = "ElementType"  # of a type: `FloatConstants` where the body names E::ONE
 
     @property
     def declaration(self) -> str:
-        return f"{self.name}: {self.bound}" if self.kind == "type" else f"const {self.name}: i32"
+        return f"{self.name}: ElementType" if self.kind == "type" else f"const {self.name}: i32"
 
 
 @dataclass
@@ -121,8 +120,8 @@ def _load_ptr_padded(rank: int) -> list[str]:
 
 def _constant_float(rank: int) -> list[str]:
     return [
-        "/// `constant` of the element type `E` from one decimal, which cutile-rs",
-        "/// rounds straight into E's type (cuTile's value in every dtype).",
+        "/// `constant` of the element type `E` from one f64 value, which cutile-rs",
+        "/// rounds straight into E's type (cuTile's value in every dtype, bf16's too).",
         '#[cuda_tile::op(name = "cuda_tile.constant", since = "V13_2", params = [], '
         'attribute_params = ["value:dense"])]',
         "#[allow(unused_variables)]",
@@ -183,30 +182,6 @@ def _cmpi_signed(sign: str, rank: int) -> list[str]:
     ]
 
 
-FLOAT_TYPES = ("f32", "f64", "f16", "bf16")
-
-
-def _float_constants() -> list[str]:
-    """What rustc needs to accept `E::ONE` / `E::INFINITY` / `E::NEG_INFINITY` (cutile-rs
-    compiles them itself; its ElementType declares only ZERO)."""
-    names = ("ONE", "INFINITY", "NEG_INFINITY")
-    lines = [
-        "/// The float constants the kernel names on its element type `E`, beyond",
-        "/// cutile-rs's `ElementType::ZERO`.",
-        "trait FloatConstants: ElementType {",
-        *(f"{INDENT}const {name}: Self;" for name in names),
-        "}",
-    ]
-    for rust in FLOAT_TYPES:
-        lines += [f"impl FloatConstants for {rust} {{"]
-        for name in names:
-            # std's f32/f64 have INFINITY but no ONE; half's f16/bf16 have all three.
-            value = "1.0" if name == "ONE" and rust in ("f32", "f64") else f"{rust}::{name}"
-            lines.append(f"{INDENT}const {name}: Self = {value};")
-        lines += ["}"]
-    return lines
-
-
 def module_item(name: str) -> list[str]:
     """The module-level declaration a lifted body relies on."""
     if name == "tile_block_id":
@@ -227,8 +202,6 @@ def module_item(name: str) -> list[str]:
         return _cmpi_signed(sign, int(rank))
     if name == "divisible":
         return FACT_HELPER_LINES
-    if name == FLOAT_CONSTANTS:
-        return _float_constants()
     if name == "generic_value":
         return [
             "/// A const generic's value as a constant at the call site (a bare `V`",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import Recovery, generic_name, probe_values, recover
-from nodes.kernel_writer.lifter import FLOAT_CONSTANTS, FactSlot, LiftedKernel, Lifter, ParamLayout
+from nodes.kernel_writer.lifter import FactSlot, LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
 from nodes.kernel_writer.partial import MARK as PARTIAL_MARK
@@ -664,8 +664,7 @@ class _Porter:
     ) -> EntryCode:
         generics: list[GenericParam] = []
         if lifted.uses_element_generic:
-            bound = "FloatConstants" if FLOAT_CONSTANTS in lifted.module_items else "ElementType"
-            generics.append(GenericParam("E", "type", bound))
+            generics.append(GenericParam("E", "type"))
         generics += [GenericParam(generic_name(c), "const") for c in constants]
         text = "\n".join(lines)
         if re.search(rf"\b{ELEMENT_BYTES_GENERIC}\b", text):

@@ -41,17 +41,28 @@ def test_constant_spellings() -> None:
 
 
 def test_generic_float_constants() -> None:
-    """cutile-rs's ElementType has only ZERO: E::ONE and the infinities need the
-    module's FloatConstants bound; other values are one decimal every
-    configuration's value rounds from."""
+    """A constant of E other than zero is one f64 value every configuration's
+    value rounds from, written through `constant_float_r`: never `E::ONE` or
+    `E::INFINITY`, which cutile-rs turns into 1.875 and NaN in bf16."""
     quarter = constant_literal(f32_bits(0.25), "E", "k.py:3:1", OP)
     assert (quarter.dense, quarter.generic_float, quarter.via_f32) == ("0.25", True, False)
     low = constant_literal(f32_bits(float("-inf")), "E", "k.py:3:1", OP)
-    assert (low.dense, low.float_constant, low.via_f32) == ("E::NEG_INFINITY", True, False)
-    one = constant_literal("f16:0x3c00", "E", "k.py:3:1", OP)
-    assert (one.dense, one.float_constant) == ("E::ONE", True)
-    assert not constant_literal("f32:0x00000000", "E", "k.py:3:1", OP).float_constant
+    assert (low.dense, low.generic_float, low.via_f32) == ("f64::NEG_INFINITY", True, False)
+    one = constant_literal("f16:0x3c00", "E", "k.py:3:1", OP, ["bf16:0x3f80", "f32:0x3f800000"])
+    assert (one.dense, one.generic_float) == ("1.0", True)
+    zero = constant_literal("f32:0x00000000", "E", "k.py:3:1", OP, ["bf16:0x0000"])
+    assert (zero.dense, zero.generic_float) == ("E::ZERO", False)
     assert not constant_literal("f16:0x3c00", "f16", "k.py:3:1", OP).via_f32
+
+
+def test_bf16_constants_are_values_cutile_rs_rounds_into_bf16() -> None:
+    # bf16::ONE would be written 0x3f80 and read back as an f16 (1.875).
+    one = constant_literal("bf16:0x3f80", "bf16", "k.py:3:1", OP)
+    assert (one.dense, one.generic_float) == ("1.0", True)
+    high = constant_literal("bf16:0x7f80", "bf16", "k.py:3:1", OP)
+    assert (high.dense, high.generic_float) == ("f64::INFINITY", True)
+    assert constant_literal("bf16:0x3d37", "bf16", "k.py:3:1", OP).dense == "0.0447"
+    assert constant_literal("bf16:0x0000", "bf16", "k.py:3:1", OP).dense == "bf16::ZERO"
 
 
 def test_a_generic_constant_is_right_in_every_configuration() -> None:
@@ -65,8 +76,9 @@ def test_a_generic_constant_is_right_in_every_configuration() -> None:
     assert common_decimal([("f16", 0x2E66), ("bf16", 0x3DCD), ("f32", 0x3DCCCCCD)]) == "0.1"
     odd = constant_literal("f16:0x2e66", "E", "k.py:3:1", OP, ["f32:0x3f800000"])
     assert odd.via_f32 and not odd.generic_float
-    # Infinity in every dtype is `E::NEG_INFINITY`.
-    assert constant_literal("f16:0xfc00", "E", "k.py:3:1", OP, ["f32:0xff800000"]).float_constant
+    # Infinity in every dtype is f64's.
+    minus = constant_literal("f16:0xfc00", "E", "k.py:3:1", OP, ["f32:0xff800000"])
+    assert minus.dense == "f64::NEG_INFINITY"
 
 
 def test_constants_without_an_exact_spelling_are_blocked() -> None:

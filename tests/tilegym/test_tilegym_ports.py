@@ -43,7 +43,7 @@ COMPILED_KERNELS = {
     "swiglu_forward_kernel": "2: IR only equivalent, SASS identical",
     "dropout_kernel": "3: float constants of the dtype generic",
     "ce_online_kernel": "4: per-op hints keyed by target; a generic loop bound (G16)",
-    "softmax_kernel": "5: E::NEG_INFINITY on the dtype generic",
+    "softmax_kernel": "5: an infinity on the dtype generic",
     "rms_norm_kernel_gather": "8: the gather's padding tile",
     "moe_align_block_size_stage1_kernel": "9: an int64 pointer typed alike everywhere",
     "mhc_finalize_scale_bias_sigmoid_kernel": "10: extents of 1 are a variant of their own",
