@@ -426,14 +426,15 @@ def _generic_rules(
         if sized is not None:
             rules.append(sized)
             continue
-        if generic.name in spec.constants:
-            if spec.constants[generic.name].type == "float":
-                raise BindingError(f"{entry.name}: constant {generic.name} is a float generic")
+        constant = constant_of_generic(spec, generic.name)
+        if constant is not None:
+            if spec.constants[constant].type == "float":
+                raise BindingError(f"{entry.name}: constant {constant} is a float generic")
             rules.append(
                 GenericRule(
                     generic.name,
                     "constant",
-                    constant=generic.name,
+                    constant=constant,
                     const_type=generic.const_type,
                 )
             )
@@ -586,6 +587,15 @@ def _element_preconditions(
 
 
 CONSTANT_DTYPES = {"int": DType.INT64, "float": DType.FLOAT64, "bool": DType.BOOL}
+
+
+def constant_of_generic(spec: PortSpec, generic: str) -> str | None:
+    """The spec constant a const generic stands for, by the kernel writer's naming
+    (`block_n` is `BLOCK_N` in Rust), else None."""
+    named = [name for name in spec.constants if generic_name(name) == generic]
+    if len(named) > 1:
+        raise BindingError(f"const generic {generic} names constants {', '.join(named)}")
+    return named[0] if named else None
 
 
 def host_constants(spec: PortSpec) -> tuple[ScalarArg, ...]:

@@ -108,6 +108,28 @@ def test_element_type_generic_dispatches_per_dtype(tmp_path: Path) -> None:
     assert "rt::address_fact(args.x.data)" in text
 
 
+def test_a_lower_case_constant_binds_to_its_upper_case_generic(tmp_path: Path) -> None:
+    """The kernel writer names a constant's generic in upper case (`tile_n` is
+    `TILE_N`, as Rust wants); the binding finds the constant by the same rule."""
+    spec_path = tmp_path / "softmax.port.yaml"
+    spec_path.write_text(SPEC.read_text().replace("TILE_N", "tile_n"))
+    source = (SPEC.parent / "softmax.py").read_text()
+    (tmp_path / "softmax.py").write_text(source.replace("TILE_N", "tile_n"))
+    kernel = _kernel(tmp_path, "<E: ElementType, const TILE_N: i32>", GENERIC_PARAMS)
+    spec = load_port_spec(spec_path)
+    binding = bind_operator(spec, spec_path, parse_kernel_source(kernel), "crate::k::p")
+    rules = {r.name: r for r in binding.variants[0].generics}
+    assert (rules["TILE_N"].kind, rules["TILE_N"].constant) == ("constant", "tile_n")
+    # Two constants that one generic name would stand for are refused by name.
+    spec_path.write_text(
+        SPEC.read_text().replace("  TILE_N:\n", "  tile_n: {type: int, default: 1}\n  TILE_N:\n")
+    )
+    with pytest.raises(BindingError, match="TILE_N names constants"):
+        bind_operator(
+            load_port_spec(spec_path), spec_path, parse_kernel_source(kernel), "crate::k::p"
+        )
+
+
 def test_literal_entries_of_one_variant_are_chosen_by_their_constants(tmp_path: Path) -> None:
     """Two entries specialised to TILE_N = 1024 and 2048: each configuration launches
     the one its constants match; one they match neither is refused, by the Python
