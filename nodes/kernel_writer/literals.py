@@ -97,6 +97,20 @@ def common_decimal(values: Sequence[tuple[str, int]]) -> str | None:
     return None
 
 
+def _same_constant(
+    value: float, element: str, bits: int, peers: Sequence[tuple[str, int]]
+) -> list[tuple[str, int]]:
+    """The peers that are this constant in another dtype: one of the two rounds to
+    the other. A peer at the same ordinal with another value is another constant
+    (a dtype's reference placed its constants otherwise); no one decimal serves
+    both, and verification judges that configuration on its own."""
+    return [
+        (e, b)
+        for e, b in peers
+        if _bits_of(_float_from_bits(b, e), element) == bits or _bits_of(value, e) == b
+    ]
+
+
 def _float_literal(
     bits: int,
     ir_element: str,
@@ -110,6 +124,7 @@ def _float_literal(
         raise Blocked(op.name, where, "a NaN constant has no exact cutile-rs spelling")
     negative_zero = value == 0.0 and math.copysign(1.0, value) < 0
     if rust in ("E", "bf16"):
+        peers = _same_constant(value, ir_element, bits, peers)
         same = all(_float_from_bits(b, e) == value for e, b in peers)
         if value == 0.0 and not negative_zero and same:
             return RustLiteral(None, f"{rust}::ZERO")

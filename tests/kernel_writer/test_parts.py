@@ -71,11 +71,16 @@ def test_a_generic_constant_is_right_in_every_configuration() -> None:
     big = constant_literal("f16:0xfc00", "E", "k.py:3:1", OP, ["bf16:0xf14a", "f32:0xf149f2ca"])
     assert (big.dense, big.generic_float) == ("-1.0e+30", True)
     assert common_decimal([("bf16", 0xF149)]) != "-1.0e+30"
-    # 0.1 in three widths has one decimal; values no decimal reproduces fall back
-    # to an f32 constant converted to E.
+    # 0.1 in three widths has one decimal. A value no decimal reproduces falls back
+    # to an f32 constant converted to E: 1 + 2^-11 is exact in f32 and a tie in f16,
+    # which rounds to 1.0, but its shortest decimal rounds up.
     assert common_decimal([("f16", 0x2E66), ("bf16", 0x3DCD), ("f32", 0x3DCCCCCD)]) == "0.1"
-    odd = constant_literal("f16:0x2e66", "E", "k.py:3:1", OP, ["f32:0x3f800000"])
-    assert odd.via_f32 and not odd.generic_float
+    odd = constant_literal("f16:0x3c00", "E", "k.py:3:1", OP, ["f32:0x3f801000"])
+    assert (odd.dense, odd.via_f32, odd.generic_float) == ("1.0f32", True, False)
+    # A peer with another value is another constant (its dtype's reference placed
+    # its constants otherwise): it does not push the value through f32.
+    moved = constant_literal("f16:0x3c00", "E", "k.py:3:1", OP, ["f32:0x00000000", "bf16:0x3f80"])
+    assert (moved.dense, moved.generic_float) == ("1.0", True)
     # Infinity in every dtype is f64's.
     minus = constant_literal("f16:0xfc00", "E", "k.py:3:1", OP, ["f32:0xff800000"])
     assert minus.dense == "f64::NEG_INFINITY"
