@@ -308,6 +308,14 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "rt::shape_fact(x_d.shape[0] as i64).to_string()," in ffi
     assert "shape[0] % 16" not in ffi
     assert "    n_elements: i64,\n    block_size: i64,\n    grid_x: u32," in ffi  # as ct.launch
+    # Both classes the records lack were proven, not only declared: a bf16 and a
+    # ragged (odd-extent) configuration, each matching the reference's IR.
+    report = PortReport.model_validate_json(
+        (work / "relu" / "ports" / "relu_fwd_kernel" / REPORT_FILE).read_text()
+    )
+    proven = {c.config for c in report.checks if c.exact or c.ir_level == "equivalent"}
+    assert any(name.endswith("_as_bfloat16") for name in proven), sorted(proven)
+    assert any(name.endswith("_ragged") for name in proven), sorted(proven)
     kernel = (checkout / CUTILE_RS / "relu_kernel/kernel.rs").read_text()
     assert "pub mod relu_module {" in kernel
     wrapper = (checkout / CUTILE_RS / "relu.py").read_text()
