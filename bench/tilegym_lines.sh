@@ -15,7 +15,6 @@ if [ $# -ne 1 ]; then
     exit 2
 fi
 work=$1
-root=$work/tilegym/src/tilegym/ops/cutile_rs
 
 echo "| op | kernel.rs | ffi.rs | wrapper | total |"
 echo "|---|---:|---:|---:|---:|"
