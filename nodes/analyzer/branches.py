@@ -13,6 +13,7 @@ anything else leaves the branch undetermined rather than guessed.
 from __future__ import annotations
 
 import ast
+import copy
 import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -77,10 +78,48 @@ def collect_branches(
     constants: set[str],
     arrays: set[str],
     cutile_modules: frozenset[str],
+    module_values: Mapping[str, bool | int | float | str] | None = None,
 ) -> list[ConstantBranch]:
+    """The kernel's branches only constants decide. A module-level name bound once to
+    a literal (`GELU_TANH = 1`) reads as its value: the condition compares a
+    constant with it as with the literal."""
+    body = kernel.body
+    if module_values:  # on a copy: the kernel's tree is shared
+        inline = _Inline(module_values)
+        body = [inline.visit(statement) for statement in copy.deepcopy(kernel.body)]
     collector = _Collector(constants, arrays, cutile_modules)
-    collector.statements(kernel.body, ())
+    collector.statements(body, ())
     return collector.found
+
+
+def module_literals(module: ast.Module) -> dict[str, bool | int | float | str]:
+    """The module-level names bound exactly once, to a literal."""
+    bound: dict[str, list[ast.expr]] = {}
+    for statement in module.body:
+        if not isinstance(statement, ast.Assign):
+            continue
+        for target in statement.targets:
+            if isinstance(target, ast.Name):
+                bound.setdefault(target.id, []).append(statement.value)
+    return {
+        name: values[0].value
+        for name, values in bound.items()
+        if len(values) == 1
+        and isinstance(values[0], ast.Constant)
+        and isinstance(values[0].value, bool | int | float | str)
+    }
+
+
+class _Inline(ast.NodeTransformer):
+    """Module literals in place of their names."""
+
+    def __init__(self, values: Mapping[str, bool | int | float | str]) -> None:
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return ast.copy_location(ast.Constant(self.values[node.id]), node)
+        return node
 
 
 class _Collector:

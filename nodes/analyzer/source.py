@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodes.analyzer.branches import ConstantBranch, collect_branches
+from nodes.analyzer.branches import ConstantBranch, collect_branches, module_literals
 
 MEMORY_ACCESS_CALLS = frozenset(
     {
@@ -120,6 +120,7 @@ def read_kernel_source(path: Path, kernel: str) -> KernelSource:
         constants=set(described.constant_parameters),
         arrays=set(described.parameters) - set(described.constant_parameters),
         cutile_modules=aliases.modules,
+        module_values=module_literals(module),
     )
     return described
 

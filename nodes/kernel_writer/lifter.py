@@ -1378,8 +1378,7 @@ class Lifter:
         iv = self.fresh(loop_var or "i")
         self.bind(args[0], iv, "scalar", self.scalar_type(args[0]))
         self.bind_carried(names, args[1:])
-        self.generic_loop_bound |= any(self.is_generic_constant(v) for v in (lower, upper))
-        bounds = f"{self.use(lower, 'scalar')}..{self.use(upper, 'scalar')}"
+        bounds = f"{self.loop_bound(lower)}..{self.loop_bound(upper)}"
         self.emit(scope, f"for {iv} in ({bounds}).step_by({self.use(step, 'scalar')} as usize) {{")
         inner = _Scope(lines=scope.lines, depth=scope.depth + 1, in_loop=True)
         for inner_op in body.ops:
@@ -1390,6 +1389,15 @@ class Lifter:
             self.emit_op(inner_op, inner)
         self.emit(scope, "}")
         self.bind_carried(names, results)
+
+    def loop_bound(self, value: int) -> str:
+        """A `for` bound; a generic constant goes through `loop_bound` (UPSTREAM_GAPS.md
+        G16: cutile-rs would assume the loop variable's range from its known value)."""
+        if not self.is_generic_constant(value):
+            return self.use(value, "scalar")
+        self.generic_loop_bound = True
+        self.module_items.add("loop_bound")
+        return f"loop_bound({self.use(value, 'scalar')})"
 
     def is_generic_constant(self, value: int) -> bool:
         producer = self.resolved.producer(value)

@@ -329,6 +329,7 @@ RESERVED = (CUTILE_CORE_FUNCTIONS - NEVER_CALLED) | frozenset(
         "E",
         "divisible",
         "generic_value",
+        "loop_bound",
         "num_tile_blocks",
         "tile_block_id",
     }

@@ -59,6 +59,7 @@ from schemas.reference_export import (
     ExportRecord,
     Specialisation,
 )
+from schemas.spec_expr import names_in
 from schemas.verdicts import KernelWriterVerdict
 from tileir.mlir import parse_module
 from toolchain.bytecode_dump import location_files
@@ -103,6 +104,8 @@ class _Lifted:
     entry: EntryCode
     variant: str
     checks: list[_Check] = field(default_factory=list)
+    # Constants recovered as generics: a proof failure takes literal entries instead.
+    generic_constants: tuple[str, ...] = ()
 
 
 # -- planning ------------------------------------------------------------------------
@@ -540,7 +543,14 @@ class _Porter:
         peers = _constant_peers(plan, plan.base, plan.checks, references)
         base = _lift_file(base_file, plan, kernel, self.names, peers=peers)
         self.timings["lift_s"] += time.perf_counter() - started
-        constants = _int_constants(plan.base.spec)
+        # The constants the variant's condition names stay put: another value is
+        # another variant (a branch the probe would take), not a generic's.
+        deciding = names_in(plan.variant.when) if plan.variant.when else set()
+        constants = {
+            name: value
+            for name, value in _int_constants(plan.base.spec).items()
+            if name not in deciding
+        }
         recovered_lines: list[str] | None = base.body
         used: list[str] = []
         reason = ""
@@ -581,12 +591,6 @@ class _Porter:
                         probe_file, plan, kernel, self.names, generic_constants, peers=peers
                     )
                     result = recover(base.body, probe.body, constants, probes)
-                if result.lines is not None and base.generic_loop_bound:
-                    result = Recovery(
-                        None,
-                        reason="a constant generic bounds a loop: cutile-rs knows its value "
-                        "and assumes the loop variable's range (UPSTREAM_GAPS.md G16)",
-                    )
                 if result.lines is not None and second_file is not None:
                     again = _lift_file(
                         second_file,
@@ -636,7 +640,7 @@ class _Porter:
                     )
         if recovered_lines is not None:
             entry = self.entry_code(kernel, plan, base, recovered_lines, used)
-            return [_Lifted(entry, plan.variant.name, plan.checks)]
+            return [_Lifted(entry, plan.variant.name, plan.checks, tuple(used))]
         return self.literal_variant(plan, references, reason, constants)
 
     def second_probe(
@@ -801,16 +805,12 @@ class _Porter:
             self.write_partial(plans, lifted, references)
             return self.blocked(started, blocked)
         kernel_rs = self.out / KERNEL_FILE
-        header = [
-            f"`{self.spec.kernel}` from `{self.source_name}`, lifted from its Tile IR by",
-            "tileport's kernel writer (deterministic, no LLM). Each entry reproduces its",
-            "reference's Tile IR; port_report.json has the proof per configuration.",
-        ]
-        kernel_rs.write_text(
-            render_module(self.spec.kernel, header, [item.entry for item in lifted])
-        )
         verify_started = time.perf_counter()
-        checks = self.verify(lifted, plans, kernel_rs, references)
+        checks = self.write_and_verify(lifted, plans, kernel_rs, references)
+        unproven = self.unproven_generic_variants(lifted, checks)
+        if unproven:
+            lifted = self.literal_instead(lifted, plans, references, unproven)
+            checks = self.write_and_verify(lifted, plans, kernel_rs, references)
         self.timings["verify_s"] = time.perf_counter() - verify_started
         rustc_started = time.perf_counter()
         rustc = check_kernel_rs(kernel_rs)
@@ -895,6 +895,63 @@ class _Porter:
                             how=f"launch fact that varies across the configurations: {source}",
                         )
                     )
+
+    def write_and_verify(
+        self, lifted: list[_Lifted], plans: list[_VariantPlan], kernel_rs: Path, references: Path
+    ) -> list[ConfigCheck]:
+        header = [
+            f"`{self.spec.kernel}` from `{self.source_name}`, lifted from its Tile IR by",
+            "tileport's kernel writer (deterministic, no LLM). Each entry reproduces its",
+            "reference's Tile IR; port_report.json has the proof per configuration.",
+        ]
+        kernel_rs.write_text(
+            render_module(self.spec.kernel, header, [item.entry for item in lifted])
+        )
+        return self.verify(lifted, plans, kernel_rs, references)
+
+    @staticmethod
+    def unproven_generic_variants(
+        lifted: list[_Lifted], checks: list[ConfigCheck]
+    ) -> dict[str, ConfigCheck]:
+        """The variants whose entry is generic in a constant and fails a configuration's
+        proof, with the first failure: the differential export moved the IR where the
+        generic stands, but a value it implies (a trip count, a derived extent) stayed
+        put, or cutile-rs compiles the generic otherwise (UPSTREAM_GAPS.md G16)."""
+        proven = (*COMPILED_LEVELS, *GPU_DECIDED_LEVELS)
+        generic = {item.variant for item in lifted if item.generic_constants}
+        failed: dict[str, ConfigCheck] = {}
+        for check in checks:
+            if check.variant in generic and (check.error is not None or check.level not in proven):
+                failed.setdefault(check.variant, check)
+        return failed
+
+    def literal_instead(
+        self,
+        lifted: list[_Lifted],
+        plans: list[_VariantPlan],
+        references: Path,
+        unproven: dict[str, ConfigCheck],
+    ) -> list[_Lifted]:
+        """`lifted` with the entries of the `unproven` variants made literal per
+        constant set; the generics only they had are no longer reported."""
+        replaced: list[_Lifted] = []
+        for item in lifted:
+            if item.variant not in unproven:
+                replaced.append(item)
+                continue
+            plan = next(p for p in plans if p.variant.name == item.variant)
+            failure = unproven[item.variant]
+            reason = (
+                f"the entry generic in {', '.join(map(generic_name, item.generic_constants))} "
+                f"failed {failure.config} ({failure.error or failure.level})"
+            )
+            self.notes.append(f"variant {item.variant}: {reason}: literal entries instead")
+            replaced += self.literal_variant(
+                plan, references, reason, _int_constants(plan.base.spec)
+            )
+        still = {generic_name(c) for item in replaced for c in item.generic_constants}
+        self.generics = [g for g in self.generics if g.kind != "constant" or g.name in still]
+        return replaced
 
     def verify(
         self, lifted: list[_Lifted], plans: list[_VariantPlan], kernel_rs: Path, references: Path

@@ -11,9 +11,10 @@ recorded ones lack:
   (the arrays that follow the configuration's dtype take it; arrays recorded
   with another dtype keep theirs);
 - a ragged configuration: every extent symbol made odd, so every shape fact (and
-  every row-major stride fact) takes its weakest value. Only where the spec
-  derives the constants from the extents: a configuration that binds its
-  constants would pair them with shapes the host never makes.
+  every row-major stride fact) takes its weakest value. The constants a rule
+  derives from the extents follow them (`Rederive`: gelu's N_ELEMENTS is x's
+  length), the others keep the source configuration's values; not where the
+  configuration fixes strides or producers, which follow the recorded shapes.
 
 The kernel writer proves the port on them as on any configuration; what varies
 becomes a generic (the element type `E`, fact generics like `X_SHAPE_0_DIV`).
@@ -59,13 +60,19 @@ def _odd(value: int) -> int:
     return 3 if value == 2 else value - 1
 
 
-def _derived(config: dict[str, Any]) -> bool:
-    """Whether the configuration leaves its constants and layout to the spec, so
+# A configuration's constants for other extents, or None where they cannot follow.
+Rederive = Callable[[dict[str, Any], dict[str, int]], "dict[str, Any] | None"]
+
+
+def _layout_free(config: dict[str, Any]) -> bool:
+    """Whether the configuration leaves its layout and inputs to the spec, so
     changing its extents keeps it a launch the host makes."""
-    return not (config.get("constants") or config.get("strides") or config.get("producers"))
+    return not (config.get("strides") or config.get("producers"))
 
 
-def class_configs(configs: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[ClassConfig]:
+def class_configs(
+    configs: Sequence[dict[str, Any]], variants: Sequence[str], rederive: Rederive
+) -> list[ClassConfig]:
     """The configurations to add, `variants[i]` being the variant of `configs[i]`:
     per variant, the element types and the ragged class none of its configurations
     has, each made from the variant's first configuration that can take it."""
@@ -93,11 +100,17 @@ def class_configs(configs: Sequence[dict[str, Any]], variants: Sequence[str]) ->
                 add(widened, config["name"], f"as_{dtype}")
         dims = config.get("dims", {})
         odd = {name: _odd(value) for name, value in dims.items()}
-        if variant not in raggeds and _derived(config) and ragged(odd):
-            raggeds.add(variant)
-            shaped = copy.deepcopy(config)
-            shaped["dims"] = odd
-            add(shaped, config["name"], "ragged")
+        if variant in raggeds or not _layout_free(config) or not ragged(odd):
+            continue
+        constants = rederive(config, odd) if config.get("constants") else {}
+        if constants is None:
+            continue
+        raggeds.add(variant)
+        shaped = copy.deepcopy(config)
+        shaped["dims"] = odd
+        if constants:
+            shaped["constants"] = constants
+        add(shaped, config["name"], "ragged")
     return added
 
 

@@ -194,8 +194,12 @@ class KernelSpec:
         launches: KernelLaunches,
         hints: dict[str, str],
         recorded: Sequence[LaunchRecord] = (),
+        widen: bool = False,
     ) -> None:
         self.tree = tree
+        # Records as examples of the specialisation space (`classes`): every extent a
+        # symbol, integer constants generic candidates rather than variant keys.
+        self.widen = widen
         # Every record in recording order (other kernels' too): where producers come from.
         self.recorded = recorded
         self.producers: ProducerPlan | None = None
@@ -230,8 +234,6 @@ class KernelSpec:
         self.constant_rules = self._constant_rules()
         self.bind_constants_per_config = False
         self.literal_constants: tuple[str, ...] = ()
-        # Whether to add the specialisation classes the records lack (`classes`).
-        self.widen = False
         self.added: list[ClassConfig] = []
 
     def keep_compiled(self, symbols: set[str]) -> None:
@@ -257,22 +259,48 @@ class KernelSpec:
         for name in self.constants:
             values = [_number(self.arg(r, name)) for r in self.records]
             derived = [c for c, rule in rules.items() if rule is not None]
-            rules[name] = (
-                values[0]
-                if len(set(values)) == 1
-                else _shape_expression(values, scopes, sorted(set(self.dims.values())), derived)
+            expression = (
+                _shape_expression(values, scopes, sorted(set(self.dims.values())), derived)
+                if len(set(values)) > 1 or self.widen
+                else None
             )
+            # One recorded value stays a literal unless the records are only examples
+            # and the value is an extent's (gelu's N_ELEMENTS is x's length).
+            rules[name] = values[0] if expression is None and len(set(values)) == 1 else expression
             if rules[name] is not None:  # later constants may divide by it
                 for scope, value in zip(scopes, values, strict=True):
                     scope[name] = value
         return rules
 
     def variant_constants(self, record: LaunchRecord) -> tuple[tuple[str, object], ...]:
+        """The constants whose values tell variants apart: those no rule derives; when
+        widened, not the integers, which the kernel writer makes generic where the IR
+        lets it (literal entries per value where not)."""
         return tuple(
             (name, _number(self.arg(record, name)))
             for name, rule in self.constant_rules.items()
-            if rule is None
+            if rule is None and not (self.widen and self.generic_candidate(name))
         )
+
+    def generic_candidate(self, name: str) -> bool:
+        return all(self.arg(r, name).kind == "int" for r in self.records)
+
+    def rederive(self, config: dict[str, Any], dims: dict[str, int]) -> dict[str, Any] | None:
+        """`config`'s constants for the extents `dims`: those a rule derives from the
+        extents follow them, the others keep their values; None where a rule does not
+        evaluate there."""
+        scope: dict[str, int | float | bool] = {"num_sms": NUM_SMS, **dims}
+        constants: dict[str, Any] = {}
+        for name, value in config.get("constants", {}).items():
+            rule = self.constant_rules.get(name)
+            if isinstance(rule, str):
+                try:
+                    value = evaluate_int(rule, scope)
+                except (KeyError, ValueError, ZeroDivisionError):
+                    return None
+            constants[name] = value
+            scope[name] = value
+        return constants
 
     # -- parameters and dimensions
 
@@ -298,7 +326,7 @@ class KernelSpec:
         by_values: dict[tuple[int, ...], str] = {}
         taken = {p.upper() for p in self.params}
         for (name, axis), values in slots.items():
-            if len(set(values)) == 1:
+            if len(set(values)) == 1 and not self.widen:
                 continue
             if values not in by_values:
                 symbol = f"{name.upper()}_{axis}"
@@ -506,13 +534,19 @@ class KernelSpec:
         proving = MAX_PROVING_CONFIGS
         cover(self.variant_key, proving)
         cover(lambda r: (self.variant_key(r), self.config_dtype(r)), proving)
-        # An entry specialised to literal constants serves only the values it bakes in.
-        if self.literal_constants:
+        # An entry specialised to literal constants serves only the values it bakes in;
+        # widened, any integer a variant holds several values of may end up literal.
+        per_value = self.literal_constants or tuple(
+            n
+            for n in self.constants
+            if self.widen and self.constant_rules[n] is None and self.generic_candidate(n)
+        )
+        if per_value:
             cover(
                 lambda r: (
                     self.variant_key(r),
                     self.config_dtype(r),
-                    tuple(_number(self.arg(r, n)) for n in self.literal_constants),
+                    tuple(_number(self.arg(r, n)) for n in per_value),
                 ),
                 proving,
             )
@@ -606,7 +640,9 @@ class KernelSpec:
         ]
         self._add_producers([*tests, *perf], [*configs, *perf_configs], reads)
         self.added = (
-            class_configs(configs, [keys[self.variant_key(r)] for r in tests]) if self.widen else []
+            class_configs(configs, [keys[self.variant_key(r)] for r in tests], self.rederive)
+            if self.widen
+            else []
         )
         used = [*tests, *perf]
         variants = self._variants(keys, used, [c["name"] for c in [*configs, *perf_configs]])
@@ -748,8 +784,18 @@ class KernelSpec:
         # derives or a variant binds.
         bound = self.constants if self.bind_constants_per_config else []
         values = {n: [_number(self.arg(r, n)) for r in self.records] for n in bound}
-        for size in range(1, 4):
-            for names in itertools.combinations(bound, size):
+        # What a branch tests or no generic can stand for decides first: an integer the
+        # kernel writer makes generic tells variants apart only by chance of the records.
+        branch_names = {
+            node.id
+            for branch in (self.source.branches if self.source else [])
+            for node in ast.walk(branch.test)
+            if isinstance(node, ast.Name)
+        }
+        deciding = [n for n in bound if n in branch_names or not self.generic_candidate(n)]
+        pools = [deciding, bound] if deciding != bound else [bound]
+        for pool, size in itertools.product(pools, range(1, 4)):
+            for names in itertools.combinations(pool, size):
                 seen: dict[tuple[object, ...], str] = {}
                 rows = zip(*(values[n] for n in names), strict=True)
                 if all(
@@ -764,7 +810,11 @@ class KernelSpec:
         with the same shapes and dtype compiled different variants: then only the
         configurations' own bindings tell them apart."""
         seen: dict[tuple[object, ...], tuple[object, ...]] = {}
-        self.bind_constants_per_config = False
+        # Widened, a variant may hold several sets of the integers no rule derives.
+        self.bind_constants_per_config = self.widen and any(
+            rule is None and self.generic_candidate(name)
+            for name, rule in self.constant_rules.items()
+        )
         for record in used:
             where = (tuple(sorted(self.dim_values(record).items())), self.config_dtype(record))
             if seen.setdefault(where, self.variant_key(record)) != self.variant_key(record):
@@ -873,12 +923,11 @@ def write_specs(
     taken: set[str] = set()
     for launches in group_by_kernel(records):
         try:
-            kernel = KernelSpec(tree, launches, signature_hints or {}, records)
+            kernel = KernelSpec(tree, launches, signature_hints or {}, records, widen)
             if signature_hints:
                 kernel.keep_compiled(set(signature_hints))
             literal = (literal_constants or {}).get((kernel.module, kernel.kernel), ())
             kernel.literal_constants = tuple(n for n in kernel.constants if n in set(literal))
-            kernel.widen = widen
             name = _spec_name(kernel.kernel, kernel.module, taken)
             data = kernel.build(out.resolve(), name)
             path = out / f"{name}.port.yaml"

@@ -8,13 +8,15 @@ import argparse
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from app import cli_port
 from nodes.kernel_writer import run
-from nodes.kernel_writer.stage import KERNEL_FILE, port_kernel
-from schemas.kernel_writer import REPORT_FILE, PortReport
+from nodes.kernel_writer.module import EntryCode
+from nodes.kernel_writer.stage import KERNEL_FILE, _Lifted, _Porter, port_kernel
+from schemas.kernel_writer import REPORT_FILE, ConfigCheck, PortReport, TargetCheck
 from schemas.reports import KernelWriterReport
 from schemas.state import PipelineState
 from schemas.verdicts import KernelWriterVerdict
@@ -67,6 +69,41 @@ def test_small_add_generics_are_recovered(small_add: tuple[PortReport, Path]) ->
     assert "let (ta, _ta_token): (Tile<E, { [TILE] }>, Token)" in kernel  # source names
     assert "convert_tile(ta)" in kernel  # astype(float32) is free when E = f32
     assert report.entries[0].generics[0] == "E: ElementType"
+
+
+@pytest.mark.slow
+def test_a_constant_bounding_a_loop_stays_generic(tmp_path: Path) -> None:
+    # `for off in range(0, N, TILE)`: a generic bound goes through `loop_bound`, so
+    # cutile-rs assumes nothing of the loop variable (G16) and one entry serves every N.
+    report = port_kernel(FIXTURES / "row_sum_loop.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert all(c.sass_identical for c in report.checks)
+    assert {g.name for g in report.generics if g.kind == "constant"} == {"N", "TILE"}
+    assert not report.literal_entries
+    kernel = (tmp_path / KERNEL_FILE).read_text()
+    assert "loop_bound(" in kernel and "const N: i32" in kernel
+
+
+def test_an_unproven_generic_variant_is_made_literal() -> None:
+    def check(config: str, variant: str, identical: bool) -> ConfigCheck:
+        targets = [TargetCheck(target=t, sass_identical=identical) for t in ("sm_90", "sm_100")]
+        return ConfigCheck(
+            config=config,
+            variant=variant,
+            entry="k",
+            generic_args=[],
+            exact=False,
+            ir_level="different",
+            targets=targets,
+        )
+
+    checks = [check("a__t0", "a", True), check("a__t1", "a", False), check("b__t0", "b", False)]
+    generic = _Lifted(cast(EntryCode, None), "a", generic_constants=("N",))
+    literal = _Lifted(cast(EntryCode, None), "b")
+    # Only a generic entry falls back; a literal one that fails is the port's failure.
+    unproven = _Porter.unproven_generic_variants([generic, literal], checks)
+    assert {variant: c.config for variant, c in unproven.items()} == {"a": "a__t1"}
+    assert not _Porter.unproven_generic_variants([generic], checks[:1])
 
 
 @pytest.mark.slow

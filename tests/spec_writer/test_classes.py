@@ -15,9 +15,21 @@ def _config(name: str, dtype: str, **dims: int) -> dict[str, Any]:
     return {"name": name, "dims": dict(dims), "dtype": dtype}
 
 
+def _keep(config: dict[str, Any], dims: dict[str, int]) -> dict[str, Any] | None:
+    """Constants that follow no extent."""
+    return dict(config["constants"])
+
+
+def _length_follows_x(config: dict[str, Any], dims: dict[str, int]) -> dict[str, Any] | None:
+    """N is X_0 (as a spec rule derives it); a config without X_0 cannot follow."""
+    if "X_0" not in dims:
+        return None
+    return {**config["constants"], "N": dims["X_0"]}
+
+
 def test_every_float_class_and_one_ragged_per_variant() -> None:
     configs = [_config("t0_float16", "float16", X_0=1024), _config("t1_float32", "float32", X_0=64)]
-    added = class_configs(configs, ["v0", "v0"])
+    added = class_configs(configs, ["v0", "v0"], _keep)
     assert [(a.config["name"], a.source) for a in added] == [
         ("t0_float16_as_bfloat16", "t0_float16"),
         ("t0_float16_ragged", "t0_float16"),
@@ -38,19 +50,34 @@ def test_classes_per_variant_and_what_is_not_widened() -> None:
         {**_config("t2_float16", "float16", X_0=32), "constants": {"N": 32}},
         _config("t3_float16", "float16", X_0=32, Y_1=1),
     ]
-    added = class_configs(configs, ["v0", "v1", "v2", "v3"])
+    added = class_configs(configs, ["v0", "v1", "v2", "v3"], _keep)
     names = [a.config["name"] for a in added]
     assert names == [
         "t0_float32_as_float16",
         "t0_float32_as_bfloat16",
         "t2_float16_as_float32",
         "t2_float16_as_bfloat16",
+        "t2_float16_ragged",
         "t3_float16_as_float32",
         "t3_float16_as_bfloat16",
         "t3_float16_ragged",
     ]
-    # A configuration binding its constants keeps its shapes; an extent of 1 stays 1.
+    # A bound constant no rule derives keeps its value; an extent of 1 stays 1.
+    assert added[4].config["constants"] == {"N": 32}
     assert added[-1].config["dims"] == {"X_0": 31, "Y_1": 1}
+
+
+def test_bound_constants_follow_the_extents_they_are_derived_from() -> None:
+    gelu_like = {**_config("t0_float32", "float32", X_0=524288), "constants": {"N": 524288}}
+    added = class_configs([gelu_like], ["v0"], _length_follows_x)
+    ragged = next(a.config for a in added if a.config["name"].endswith("_ragged"))
+    assert ragged["dims"] == {"X_0": 524287}
+    assert ragged["constants"] == {"N": 524287}
+    # Where the constants cannot follow, no ragged class; fixed strides keep the shapes.
+    other = {**_config("t0_float32", "float32", Y_0=64), "constants": {"N": 64}}
+    strided = {**_config("t1_float32", "float32", X_0=64), "strides": {"x": [2]}}
+    added = class_configs([other, strided], ["v0", "v1"], _length_follows_x)
+    assert not [a for a in added if a.config["name"].endswith("_ragged")]
 
 
 def test_names_stay_unique() -> None:
@@ -58,7 +85,7 @@ def test_names_stay_unique() -> None:
         _config("t0_float16", "float16", X_0=16),
         _config("t0_float16_ragged", "float32", X_0=5),
     ]
-    added = class_configs(configs, ["v0", "v1"])
+    added = class_configs(configs, ["v0", "v1"], _keep)
     assert len({a.config["name"] for a in added} | {c["name"] for c in configs}) == len(added) + 2
     assert "t0_float16_ragged_" in {a.config["name"] for a in added}
 

@@ -146,6 +146,22 @@ def test_a_spec_from_records(library: Path, tmp_path: Path) -> None:
     assert spec.reference.oracle == "reference_kernel"
 
 
+def test_widened_integers_are_generic_candidates_not_variants(
+    library: Path, tmp_path: Path
+) -> None:
+    # As `tilegym add` writes it: BLOCK's values no longer split variants (the kernel
+    # writer makes it generic where the IR lets it); `if SCALE` and the hints still do,
+    # and each recorded BLOCK keeps a configuration.
+    written, problems = write_specs(RECORDS, library, tmp_path / "specs", widen=True)
+    assert problems == []
+    spec = load_port_spec(written[0].path)
+    assert len(spec.variants) == 2
+    assert all("BLOCK" not in v.constants for v in spec.variants)
+    assert {v.when for v in spec.variants} == {"(SCALE == True)", "(SCALE == False)"}
+    recorded = [c for c in spec.test_configs if not c.name.endswith(("_ragged", "bfloat16"))]
+    assert {c.constants["BLOCK"] for c in recorded} == {64, 128, 256}
+
+
 def fill_record(rows: int, dtype: str = "int32") -> LaunchRecord:
     return LaunchRecord.model_validate(
         {

@@ -272,3 +272,31 @@ def test_what_the_interpreter_does_not_know_stays_undetermined(tmp_path: Path) -
     scope = Scope(constants={"B": 16}, array_dtypes={"x": "float32"})
     assert branch_outcome(power, scope, facts.cutile_modules) is None
     assert branch_outcome(mixed, scope, facts.cutile_modules) is None
+
+
+def test_a_module_literal_decides_a_branch_as_its_value(tmp_path: Path) -> None:
+    # gelu's `if APPROXIMATE == GELU_TANH:` is a constant branch: GELU_TANH = 1.
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import cuda.tile as ct\n\n"
+        "TANH = 1\n"
+        "TWICE = 2\n"
+        "TWICE = 3\n"
+        "SCALE = some_call()\n\n"
+        "@ct.kernel\n"
+        "def m(x, MODE: ct.Constant[int]):\n"
+        "    if MODE == TANH:\n"
+        "        pass\n"
+        "    if MODE == TWICE:\n"  # bound twice: not a literal
+        "        pass\n"
+        "    if MODE == SCALE:\n"
+        "        pass\n"
+    )
+    facts = read_kernel_source(path, "m")
+    (tanh,) = facts.branches
+    assert tanh.condition == "MODE == 1"
+    outcome = {
+        mode: branch_outcome(tanh, Scope({"MODE": mode}, {"x": "float32"}), facts.cutile_modules)
+        for mode in (0, 1)
+    }
+    assert outcome == {0: False, 1: True}
