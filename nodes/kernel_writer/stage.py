@@ -543,9 +543,15 @@ class _Porter:
         peers = _constant_peers(plan, plan.base, plan.checks, references)
         base = _lift_file(base_file, plan, kernel, self.names, peers=peers)
         self.timings["lift_s"] += time.perf_counter() - started
-        # The constants the variant's condition names stay put: another value is
-        # another variant (a branch the probe would take), not a generic's.
-        deciding = names_in(plan.variant.when) if plan.variant.when else set()
+        # A constant the variant's condition names, with one value in all its
+        # configurations, stays put: another value is another variant (a branch the
+        # probe would take), not a generic's.
+        named = names_in(plan.variant.when) if plan.variant.when else set()
+        deciding = {
+            name
+            for name in named
+            if len({_int_constants(check.spec).get(name) for check in plan.checks}) == 1
+        }
         constants = {
             name: value
             for name, value in _int_constants(plan.base.spec).items()
