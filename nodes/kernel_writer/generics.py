@@ -79,6 +79,8 @@ def recover(
             else:
                 constant = by_pair.get((value, other))
                 if constant is None or suffix not in ("", "i32", "u32"):
+                    constant = _float_of_constant(value, other, suffix, base_values, probe_values)
+                if constant is None:
                     return Recovery(
                         None,
                         reason=f"a number moved with no constant's values ({value} -> {other}): "
@@ -91,6 +93,24 @@ def recover(
         out.append("".join(rebuilt))
     ordered = [c for c in base_values if c in used]
     return Recovery(out, used=ordered, moved_lines=moved)
+
+
+def _float_of_constant(
+    value: str,
+    other: str,
+    suffix: str,
+    base_values: dict[str, int],
+    probe_values: dict[str, int],
+) -> str | None:
+    """The integer constant a float number is the value of in both texts (`x / N`
+    makes `N` a float constant): its line is lifted again from the generic, as a
+    conversion (`generic_value` through `itof`), which tileiras folds back."""
+    if suffix not in ("", "f16", "f32", "f64") or "." not in value + other:
+        return None
+    for name, base in base_values.items():
+        if float(value) == base and float(other) == probe_values[name]:
+            return name
+    return None
 
 
 def probe_values(

@@ -27,7 +27,7 @@ from typing import Literal
 
 from nodes.kernel_writer.elements import ElementTypes, infer_elements
 from nodes.kernel_writer.errors import Blocked
-from nodes.kernel_writer.literals import constant_literal
+from nodes.kernel_writer.literals import constant_literal, integral_float
 from nodes.kernel_writer.naming import NameAllocator, SourceNames, location_line, snake
 from nodes.kernel_writer.op_table import SUPPORTED_OPS
 from nodes.kernel_writer.rust_types import (
@@ -608,6 +608,31 @@ class Lifter:
             number = literal.dense.removesuffix(element)
             self.let(scope, op, value, "scalar", element, f"generic_value::<{number}>()")
             return
+        if position in self.scalar_constants:
+            # A generic's value as a tile (`cols < N`, `x / N`): `constant(..)` takes
+            # no generic, so the scalar is converted and splat, which tileiras folds
+            # back into the reference's constant.
+            whole = (
+                int(literal.dense.removesuffix("i32")) if element == "i32" else integral_float(raw)
+            )
+            if whole is not None:
+                self.module_items.add("generic_value")
+                rhs = f"scalar_to_tile::<i32>(generic_value::<{whole}>())"
+                if element != "i32":
+                    rhs = f"itof({rhs}, rounding::NearestEven)"
+                if info.rank:  # typed steps: cutile-rs infers no chained method's type
+                    scalar = self.fresh("scalar")
+                    self.emit(scope, f"let {scalar}: Tile<{element}, {{ [] }}> = {rhs};")
+                    ones = ["1"] * info.rank
+                    unit = self.fresh("unit")
+                    self.emit(
+                        scope,
+                        f"let {unit}: Tile<{element}, {shape_braces(ones)}> = "
+                        f"{scalar}.reshape({shape_macro(ones)});",
+                    )
+                    rhs = f"{unit}.broadcast({shape_macro(info.dims)})"
+                self.let(scope, op, value, "tile", self.tile_type(value), rhs)
+                return
         bits = _constant_bits(element, raw, literal.dense)
         if bits is not None:
             width = "64" if element == "u64" else ""

@@ -173,6 +173,17 @@ def constant_literal(
     raise Blocked(op.name, where, f"constant of type {ir_element}")
 
 
+def integral_float(value: str) -> int | None:
+    """The integer a float constant (the parser's `type:0xbits`) holds exactly, if it
+    holds one: `x / N` writes N as a float constant."""
+    ir_element, _, body = value.partition(":")
+    body = body.strip()
+    if ir_element not in ("f16", "bf16", "f32", "f64") or not body.lower().startswith("0x"):
+        return None
+    number = _float_from_bits(int(body, 16), ir_element)
+    return int(number) if math.isfinite(number) and number == int(number) else None
+
+
 def _float_peers(peers: Sequence[str]) -> list[tuple[str, int]]:
     out = []
     for peer in peers:

@@ -75,13 +75,16 @@ def test_small_add_generics_are_recovered(small_add: tuple[PortReport, Path]) ->
 def test_a_constant_bounding_a_loop_stays_generic(tmp_path: Path) -> None:
     # `for off in range(0, N, TILE)`: a generic bound goes through `loop_bound`, so
     # cutile-rs assumes nothing of the loop variable (G16) and one entry serves every N.
-    report = port_kernel(FIXTURES / "row_sum_loop.port.yaml", tmp_path)
+    # `cols < N` and `/ N` are N as a splat tile and as a float: converted, not literal.
+    report = port_kernel(FIXTURES / "row_mean_loop.port.yaml", tmp_path)
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert all(c.sass_identical for c in report.checks)
     assert {g.name for g in report.generics if g.kind == "constant"} == {"N", "TILE"}
     assert not report.literal_entries
     kernel = (tmp_path / KERNEL_FILE).read_text()
     assert "loop_bound(" in kernel and "const N: i32" in kernel
+    assert "itof(scalar_to_tile::<i32>(generic_value::<N>())" in kernel
+    assert ".broadcast(shape![TILE])" in kernel
 
 
 def test_an_unproven_generic_variant_is_made_literal() -> None:
