@@ -20,6 +20,8 @@ _NUMBER = re.compile(
     r"(?![A-Za-z0-9_])"
 )
 _POW2_CAP = 1 << 16
+# What precedes a number that is a constant op's value in a lifted line.
+_CONSTANT_VALUE = re.compile(r"(?:constant(?:_float_r\d+)?\(|generic_value::<)$")
 
 
 @dataclass
@@ -29,6 +31,8 @@ class Recovery:
     lines: list[str] | None
     used: list[str] = field(default_factory=list)
     reason: str = ""
+    # Lines where a constant's value (not its shape) moved: constants to lift again as
+    # the generic's value.
     moved_lines: set[int] = field(default_factory=set)
 
 
@@ -87,7 +91,8 @@ def recover(
                         "constant arithmetic, which stable Rust rejects in types",
                     )
                 used.add(constant)
-                moved.add(index)
+                if _CONSTANT_VALUE.search(left_pieces[position]):
+                    moved.add(index)
                 rebuilt.append(generic_name(constant))
             rebuilt.append(left_pieces[position + 1])
         out.append("".join(rebuilt))
