@@ -119,3 +119,27 @@ class SweepReport(_Strict):
     mismatches: int
     ops: list[SweepOpSummary]
     results: list[SweepCallResult]
+
+
+class CallCost(_Strict):
+    """Host time per call of one op (`nodes.tilegym_backend.call_cost`), in us."""
+
+    op: str
+    shape: list[int]
+    symbol: str = Field(description="The C symbol the op's cutile-rs call reached.")
+    calls: int = Field(description="Back-to-back calls each figure is the mean of.")
+    cutile_op_us: float = Field(description="`tilegym.ops` call, cutile backend.")
+    port_op_us: float = Field(description="`tilegym.ops` call, cutile-rs backend.")
+    launch_us: float = Field(description="The written module's `_launch` alone.")
+    symbol_us: float = Field(description="The C symbol alone: the Rust side.")
+    descriptors_us: float = Field(description="The tensor descriptors alone.")
+
+
+class CallCostReport(_Strict):
+    """`bench/results/tilegym-call-cost-<date>.json`."""
+
+    date: str
+    gpu: str
+    driver: str
+    command: str
+    ops: list[CallCost]

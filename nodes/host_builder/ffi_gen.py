@@ -299,7 +299,7 @@ class _Generator:
         for entry in dict.fromkeys(v.entry for v in self.binding.variants):
             statics.append(
                 f"/// `{entry}`, compiled as the kernel writer proved it.\n"
-                f"static {_entry_static(entry)}: rt::ProvenEntry = rt::ProvenEntry::new(\n"
+                f"static {entry_static(entry)}: rt::ProvenEntry = rt::ProvenEntry::new(\n"
                 f"    kernel::__module_ast_self,\n"
                 f'    "{module}",\n'
                 f'    "{entry}",\n'
@@ -312,7 +312,7 @@ class _Generator:
         """The variant's entry, launched with its parameters in order, each of its
         Rust type (a pointer as its device address)."""
         params = [
-            f"rt::param::<{_pushed_type(rust_type)}>(&{_operand(self._argument(source))}),"
+            f"rt::param::<{pushed_type(rust_type)}>(&{operand(self._argument(source))}),"
             for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
         ]
         body = (
@@ -320,7 +320,7 @@ class _Generator:
             "// passed every check and their memory is the caller's.\n"
             "unsafe {\n"
             "    rt::launch_proven(\n"
-            f"        &{_entry_static(variant.entry)},\n"
+            f"        &{entry_static(variant.entry)},\n"
             "        &derived.generics,\n"
             "        grid,\n"
             "        device,\n"
@@ -399,16 +399,16 @@ def _names(expected: str | int | None) -> set[str]:
     return names_in(expected) if isinstance(expected, str) else set()
 
 
-def _entry_static(entry: str) -> str:
+def entry_static(entry: str) -> str:
     return entry.strip("_").upper()
 
 
-def _operand(expression: str) -> str:
+def operand(expression: str) -> str:
     """An expression as the operand of `&`: a cast in parentheses."""
     return f"({expression})" if " as " in expression else expression
 
 
-def _pushed_type(rust_type: str) -> str:
+def pushed_type(rust_type: str) -> str:
     """A parameter's type as the launch passes it: a raw pointer is its device address."""
     return "u64" if rust_type.startswith("*") else rust_type
 

@@ -8,12 +8,13 @@ checkout's own (`kernels_rs/`, `CHECKOUT`) changes only by hand
 operator there and build that.
 
 Layout inside a `ported` crate (everything under `src/ffi/` except
-`runtime.rs` and `spec_arith.rs` is generated; `operators.json` lists the
+`runtime.rs`, `proven.rs` and `spec_arith.rs` is generated; `operators.json` lists the
 operators):
 
     src/ffi/mod.rs          module list, the cdef and its fingerprint
     src/ffi/abi.rs          structs and codes (from abi.py)
     src/ffi/runtime.rs      hand-written checks, device, stream, panic guard
+    src/ffi/proven.rs       hand-written launcher of proven entries (TileGym's too)
     src/ffi/spec_arith.rs   hand-written spec arithmetic (Python's) and launch facts
     src/ffi/<op>.rs         one launcher per operator (from its port spec)
     src/ffi/kernels/<op>.rs kernels the pipeline wrote, copied in as they are
@@ -498,6 +499,7 @@ def mod_rs(bindings: list[OperatorBinding], cdef: str, with_kernels: bool) -> st
         "//! one launcher module per operator. Do not edit.\n\n"
         "use std::ffi::{c_char, CStr};\n\n"
         "pub mod abi;\n"
+        "pub mod proven;\n"
         "pub mod runtime;\n"
         "pub mod spec_arith;\n\n"
         f"{modules}\n\n"

@@ -14,7 +14,6 @@ call: a launch the port was not proven for is never run.
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 from nodes.host_builder.abi import DType
@@ -22,11 +21,13 @@ from nodes.host_builder.binding import (
     ExtentKind,
     GenericRule,
     OperatorBinding,
+    ParamSource,
     Precondition,
     VariantBinding,
 )
+from nodes.host_builder.ffi_gen import entry_static, operand, pushed_type
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
-from nodes.tilegym_backend.checkout import SPEC_ARITH_MODULE
+from nodes.tilegym_backend.checkout import PROVEN_MODULE, SPEC_ARITH_MODULE
 from schemas.port_spec import PortSpec
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
@@ -197,66 +198,73 @@ def _fact(rule: GenericRule) -> str:
 
 def _generic(rule: GenericRule) -> str:
     if rule.kind == "element":
-        return "dty.to_string()"
+        return "lp::Generic::Element(dty)"
     if rule.kind == "constant" and rule.constant:
-        return f"{_variable(rule.constant)}.to_string()"
+        variable = _variable(rule.constant)
+        if rule.const_type == "bool":
+            return f"lp::Generic::Bool({variable})"
+        return f"lp::Generic::Int({variable})"
     if rule.kind == "element_bytes":
-        return f"dtype_elem_size({rule.arrays[0]}_d.dtype).to_string()"
+        return f"lp::Generic::Int(dtype_elem_size({rule.arrays[0]}_d.dtype) as i64)"
     if rule.kind == "fact" and rule.array and rule.extent:
-        return f"{_fact(rule)}.to_string()"
+        return f"lp::Generic::Int({_fact(rule)})"
     raise FfiError(f"generic {rule.name} ({rule.kind}) is not written yet")
 
 
-def _arguments(variant: VariantBinding) -> list[str]:
-    args: list[str] = []
-    for source in variant.params:
-        if source.kind == "pointer":
-            args.append(f"{source.array}_dp")
-        elif source.kind == "shape":
-            args.append(f"{source.array}_d.dim({source.dim})")
-        elif source.kind == "stride":
-            args.append(f"{source.array}_d.strides[{source.dim}] as i32")
-        elif source.kind == "scalar" and source.scalar:
-            name = _variable(source.scalar)
-            args.append(f"{name} as {source.reinterpret}" if source.reinterpret else name)
-        else:
-            raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
-    return args
+def _argument(source: ParamSource) -> str:
+    """An entry parameter's value, from the descriptors and the C arguments."""
+    if source.kind == "pointer":
+        return f"{source.array}_d.ptr"
+    if source.kind == "shape":
+        return f"{source.array}_d.dim({source.dim})"
+    if source.kind == "stride":
+        return f"{source.array}_d.strides[{source.dim}] as i32"
+    if source.kind == "scalar" and source.scalar:
+        name = _variable(source.scalar)
+        return f"{name} as {source.reinterpret}" if source.reinterpret else name
+    raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
 
 
-def _launch(sym: str, variant: VariantBinding, element: str) -> list[str]:
-    """One entry's launch, on `stream`, evaluating to its rc."""
-    lines = [f"// {variant.entry}: variant {variant.name}"]
-    for source in variant.params:
-        if source.kind == "pointer":
-            pointee = element if source.pointee == "E" else source.pointee
-            lines.append(
-                f"let {source.array}_dp: DevicePointer<{pointee}> = "
-                f"unsafe {{ DevicePointer::from_cu_deviceptr({source.array}_d.ptr) }};"
-            )
-    order = ", ".join(r.name for r in variant.generics)
-    lines.append(f"// generics: <{order}>")
-    lines.append(f"let generics = vec![{', '.join(_generic(r) for r in variant.generics)}];")
-    lines += [
-        "let opts = crate::compile_options!(occupancy, num_cta_in_cga);",
-        f"let op = unsafe {{ {variant.entry}({', '.join(_arguments(variant))}) }}",
-        "    .generics(generics)",
-        "    .grid((grid_x, grid_y, grid_z))",
-        "    .compile_options(opts);",
-        "// Enqueued on the caller's stream, not waited for: ordered there with the",
-        "// tensors' other work, as the cutile backend's launch is. SAFETY: the",
-        "// kernel's module (and its context) stays in cutile's process-wide kernel",
-        "// cache, which this crate never evicts; the tensors are the caller's, and",
-        "// the caller orders their use on `stream`, as for any launch of its own.",
-        "match unsafe { op.async_on(&stream) } {",
-        "    Ok(_) => rc::OK,",
-        "    Err(e) => {",
-        f'        eprintln!("{sym}: launch failed: {{e:?}}");',
-        "        rc::LAUNCH_FAILED",
-        "    }",
+def _launch(variant: VariantBinding) -> list[str]:
+    """One entry's launch on the caller's stream, as tileport's own launchers make it
+    (`tileport_proven`: compiled as the kernel writer proved it, no launch-time
+    hint; G17), evaluating to its `Result`."""
+    generics = ", ".join(r.name for r in variant.generics)
+    params = [
+        f"lp::param::<{pushed_type(rust_type)}>(&{operand(_argument(source))}),"
+        for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
+    ]
+    return [
+        f"// {variant.entry}, variant {variant.name}; generics <{generics}>.",
+        "// SAFETY: the entry's parameters in order, each of its type; the descriptors",
+        "// passed every check and their memory is the caller's, ordered on `stream`.",
+        "unsafe {",
+        "    lp::launch_proven(",
+        f"        &{entry_static(variant.entry)},",
+        f"        &[{', '.join(_generic(r) for r in variant.generics)}],",
+        "        (grid_x, grid_y, grid_z),",
+        "        &device,",
+        "        stream,",
+        "        &mut [",
+        *(f"            {param}" for param in params),
+        "        ],",
+        "    )",
         "}",
     ]
-    return lines
+
+
+def entry_statics(module: str, entries: list[str]) -> str:
+    """One `ProvenEntry` per entry an op's symbols launch, from its kernel module."""
+    return "\n".join(
+        f"/// `{entry}`, compiled as the kernel writer proved it.\n"
+        f"static {entry_static(entry)}: lp::ProvenEntry = lp::ProvenEntry::new(\n"
+        f"    {module}::__module_ast_self,\n"
+        f'    "{module}",\n'
+        f'    "{entry}",\n'
+        f"    {module}::_SOURCE_HASH,\n"
+        ");\n"
+        for entry in dict.fromkeys(entries)
+    )
 
 
 def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
@@ -385,37 +393,56 @@ def render_ffi(
             lines.append(f"    if {guard}!({' && '.join(facts)}) {{")
             lines.append(_refusal(sym, f"a tensor breaks what {variant.entry} assumes"))
             lines.append("    }")
+    if typed:
+        names = " | ".join(f'"{ELEMENT_NAMES[d]}"' for d in dtypes)
+        lines.append(f"    if !matches!(dty, {names}) {{")
+        lines.append(f'        eprintln!("{sym}: no port of {spec.kernel} takes {{dty}}");')
+        lines.append("        return rc::UNSUPPORTED_DTYPE;")
+        lines.append("    }")
     lines += [
         "    if grid_x == 0 || grid_y == 0 || grid_z == 0 {",
         "        return rc::OK; // nothing to launch",
         "    }",
-        "",
-        "    crate::setup_device_stream!(device, stream, device_id, raw_stream);",
-        "",
+        "    let stream = raw_stream as *mut c_void;",
+        "    // SAFETY: the caller passes its tensors' device and a live stream of it.",
+        "    let device = match usize::try_from(device_id) {",
+        "        Ok(ordinal) => unsafe { lp::Device::for_stream(ordinal, stream) },",
+        "        Err(_) => {",
+        f'            eprintln!("{sym}: invalid device id {{device_id}}");',
+        "            return rc::DEVICE_INIT_FAILED;",
+        "        }",
+        "    };",
+        "    let device = match device {",
+        "        Ok(device) => device,",
+        "        Err(error) => {",
+        f'            eprintln!("{sym}: {{error}}");',
+        "            return rc::DEVICE_INIT_FAILED;",
+        "        }",
+        "    };",
     ]
-    launches: list[str] = []
     if single:
-        launches = _launch(sym, binding.variants[0], "$E")
+        launch = _launch(binding.variants[0])
     else:
-        launches.append("match variant {")
+        launch = ["match variant {"]
         for index, variant in enumerate(binding.variants):
             head = f"{index}" if index < len(binding.variants) - 1 else "_"
-            launches.append(f"    {head} => {{")
-            launches += [f"        {line}" for line in _launch(sym, variant, "$E")]
-            launches.append("    }")
-        launches.append("}")
-    if not typed:  # every array of a fixed dtype: one launch, no dispatch on it
-        lines += [f"    {line}" for line in launches]
-        lines.append("}")
-        if not any("dty" in line for line in lines if "resolve_dtype" not in line):
-            lines = [line for line in lines if "resolve_dtype" not in line]
-        return "\n".join(lines) + "\n"
-    lines += ["    macro_rules! dispatch {", "        ($E:ty) => {{"]
-    lines += [f"            {line}" for line in launches]
-    lines += ["        }};", "    }", ""]
-    names = ", ".join(ELEMENT_NAMES[d] for d in dtypes)
-    lines.append(f"    crate::dispatch_by_dtype!(dty, dispatch, {names})")
-    lines.append("}")
+            launch += [f"    {head} => {{", *(f"        {x}" for x in _launch(variant)), "    }"]
+        launch.append("}")
+    lines.append(f"    let launched = {launch[0]}")
+    lines += [f"    {line}" for line in launch[1:]]
+    lines[-1] += ";"
+    lines += [
+        "    match launched {",
+        "        Ok(()) => rc::OK,",
+        "        Err(error) => {",
+        f'            eprintln!("{sym}: {{error}}");',
+        "            rc::LAUNCH_FAILED",
+        "        }",
+        "    }",
+        "}",
+    ]
+    if not typed and not any("dty" in line for line in lines if "resolve_dtype" not in line):
+        lines = [line for line in lines if "resolve_dtype" not in line]
     return "\n".join(lines) + "\n"
 
 
@@ -443,16 +470,9 @@ def _rust_type(ctype: str) -> str:
 
 
 def render_file(op: str, functions: list[str], uses: dict[str, list[str]], source: str) -> str:
-    """ffi.rs: the header, the imports the functions need (`uses`: each kernel module
-    and the entries taken from it), the functions."""
+    """ffi.rs: the header, the imports the functions need, one `ProvenEntry` per entry
+    (`uses`: each kernel module and the entries launched from it), the functions."""
     body = "\n".join(functions)
-    arms = {
-        n
-        for m in re.findall(r"dispatch_by_dtype!\(dty, dispatch, ([^)]*)\)", body)
-        for n in m.split(", ")
-    } | set(re.findall(r"DevicePointer<(\w+)>", body))
-
-    halves = [h for h in ("bf16", "f16") if h in arms]
     lines = [
         "// SPDX-License-Identifier: MIT",
         "",
@@ -462,36 +482,24 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         *textwrap.wrap(
             f"Generated by tileport from its ports of {source}'s kernels. Each symbol "
             "takes what ct.launch takes and launches the port's entry the port spec "
-            "chooses; a launch the port was not proven for gets rc::INVALID_ARGS before "
-            "any CUDA call.",
+            "chooses, compiled as the kernel writer proved it; a launch the port was not "
+            "proven for gets rc::INVALID_ARGS before any CUDA call.",
             width=88,
             initial_indent="// ",
             subsequent_indent="// ",
         ),
         "",
         "use core::ffi::c_void;",
-        "use cuda_async::device_buffer::DevicePointer;",
-        "use cuda_core::Stream;",
-    ]
-    if halves:
-        lines.append(f"use cutile::half::{{{', '.join(halves)}}};")
-    lines += [
-        "use cutile::prelude::*;",
-        "use cutile::tile_kernel::{CompileOptions, TileKernel};",
         "",
     ]
     util = ["TensorDesc", "rc"] + (["dtype_elem_size"] if "dtype_elem_size(" in body else [])
     lines.append(f"use crate::ffi_util::{{{', '.join(sorted(util, key=str.lower))}}};")
-    for module, entries in uses.items():
-        names = sorted(set(entries))
-        lines.append(
-            f"use {module}::{names[0]};"
-            if len(names) == 1
-            else f"use {module}::{{{', '.join(names)}}};"
-        )
+    lines.append(f"use crate::{PROVEN_MODULE} as lp;")
     if "rt::" in body:
         lines.append(f"use crate::{SPEC_ARITH_MODULE} as rt;")
     if "checked!(" in body:
         lines.append(_CHECKED_MACRO)
     lines.append("")
+    for module, entries in uses.items():
+        lines.append(entry_statics(module, entries))
     return "\n".join(lines) + "\n" + body

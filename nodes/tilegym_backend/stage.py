@@ -26,8 +26,7 @@ from nodes.tilegym_backend.checkout import (
     CUTILE_RS,
     MARKER,
     PACKAGE_INIT,
-    SPEC_ARITH,
-    SPEC_ARITH_SOURCE,
+    TILEPORT_MODULES,
     CheckoutError,
     OpFiles,
     check_checkout,
@@ -37,7 +36,7 @@ from nodes.tilegym_backend.checkout import (
     with_backend,
     with_import,
     with_module,
-    with_spec_arith,
+    with_tileport_modules,
 )
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate
 from nodes.tilegym_backend.ffi_rs import (
@@ -224,8 +223,8 @@ def _texts(
         files.kernel_rs: format_rust(kernel_file(op, [d.module_text for d in delivered])),
         files.ffi_rs: format_rust(ffi),
         files.wrapper: render_wrapper(op, source, host, [d.port for d in delivered]),
-        CRATE_LIB: with_module(with_spec_arith(current[CRATE_LIB]), op),
-        SPEC_ARITH: SPEC_ARITH_SOURCE.read_text(encoding="utf-8"),
+        CRATE_LIB: with_module(with_tileport_modules(current[CRATE_LIB]), op),
+        **{path: source.read_text(encoding="utf-8") for path, source in TILEPORT_MODULES.items()},
         PACKAGE_INIT: with_import(current[PACKAGE_INIT], op),
         files.test: with_backend(test, files.test),
     }

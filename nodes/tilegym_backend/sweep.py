@@ -175,7 +175,7 @@ def draw_calls(signature: OpSignature, seed: int, count: int) -> list[SweepCall]
 # --- on the GPU host ---------------------------------------------------------------
 
 
-def _public_op(op: str) -> Callable[..., Any]:
+def public_op(op: str) -> Callable[..., Any]:
     """`tilegym.ops.<op>`, or the op of that name in one of tilegym.ops' modules."""
     import importlib
     import pkgutil
@@ -193,7 +193,7 @@ def _public_op(op: str) -> Callable[..., Any]:
     raise SweepError(f"{op}: tilegym.ops has no public entry of that name")
 
 
-def _inputs(call: SweepCall, torch: Any) -> tuple[Any, dict[str, Any]]:
+def call_inputs(call: SweepCall, torch: Any) -> tuple[Any, dict[str, Any]]:
     generator = torch.Generator(device="cuda").manual_seed(call.seed)
     dtype = getattr(torch, call.dtype)
     x = torch.randn(call.shape, dtype=dtype, device="cuda", generator=generator)
@@ -265,8 +265,8 @@ def run_call(call: SweepCall, reps: int) -> SweepCallResult:
     import torch
     from tilegym.backend import set_backend
 
-    entry = _public_op(call.op)
-    x, kwargs = _inputs(call, torch)
+    entry = public_op(call.op)
+    x, kwargs = call_inputs(call, torch)
     set_backend("cutile")
     try:
         oracle_x, oracle_kwargs = _copies(x, kwargs)

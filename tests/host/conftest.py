@@ -111,7 +111,7 @@ def _scratch_crate(crate: Path) -> tuple[OperatorBinding, str]:
     _write(crate / "src" / "lib.rs", "pub mod ffi;\n")
     _write(ffi / "mod.rs", mod_rs([binding], cdef, with_kernels=True))
     _write(ffi / "abi.rs", abi.rust_abi_module())
-    for hand_written in ("runtime.rs", "spec_arith.rs"):
+    for hand_written in ("runtime.rs", "proven.rs", "spec_arith.rs"):
         shutil.copyfile(CHECKOUT.ffi_dir / hand_written, ffi / hand_written)
     _write(ffi / "pick_rows.rs", generate_operator_rs(binding))
     _write(ffi / "kernels" / "mod.rs", kernels_mod_rs(["pick_rows"]))

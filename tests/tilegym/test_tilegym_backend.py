@@ -47,6 +47,7 @@ RELU_FILES = PIN_FILES | {
     "src/tilegym/ops/cutile_rs/relu.py",
     "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs",
     "src/tilegym/ops/cutile_rs/tileport_spec_arith.rs",
+    "src/tilegym/ops/cutile_rs/tileport_proven.rs",
     "src/tilegym/ops/cutile_rs/__init__.py",
     "tests/ops/activation/test_relu.py",
 }
@@ -304,8 +305,12 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert 'pub unsafe extern "C" fn cutile_relu(' in ffi
     # Every float class, not only the recorded f16/f32, and any extent: the shape
     # facts are generics computed per launch, not a refusal of unaligned extents.
-    assert "crate::dispatch_by_dtype!(dty, dispatch, bf16, f16, f32)" in ffi
-    assert "rt::shape_fact(x_d.shape[0] as i64).to_string()," in ffi
+    assert 'if !matches!(dty, "bf16" | "f16" | "f32") {' in ffi
+    assert "lp::Generic::Int(rt::shape_fact(x_d.shape[0] as i64))" in ffi
+    # Launched as the kernel writer proved it (no launcher's per-argument hints, G17),
+    # the element type a generic argument: one launch, no copy per dtype.
+    assert "lp::launch_proven(" in ffi and "lp::Generic::Element(dty)" in ffi
+    assert ".async_on(" not in ffi and "dispatch_by_dtype" not in ffi
     assert "shape[0] % 16" not in ffi
     assert "    n_elements: i64,\n    block_size: i64,\n    grid_x: u32," in ffi  # as ct.launch
     # Both classes the records lack were proven, not only declared: a bf16 and a

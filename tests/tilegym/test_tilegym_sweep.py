@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nodes.tilegym_backend.call_cost import render_markdown
 from nodes.tilegym_backend.sweep import (
     compared_strings,
     draw_calls,
@@ -22,7 +23,14 @@ from nodes.tilegym_backend.sweep import (
     read_signature,
     summarise,
 )
-from schemas.tilegym_backend import SweepCall, SweepCallResult, SweepOutcome, SweepReport
+from schemas.tilegym_backend import (
+    CallCost,
+    CallCostReport,
+    SweepCall,
+    SweepCallResult,
+    SweepOutcome,
+    SweepReport,
+)
 from toolchain.env import REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
@@ -101,6 +109,34 @@ def test_without_a_gpu_nothing_runs(tmp_path: Path) -> None:
     assert done.returncode == 4
     assert "skipped: no GPU" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_call_cost_needs_a_gpu_and_tables_what_it_measured(tmp_path: Path) -> None:
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("this machine has a GPU")
+    command = [sys.executable, "-m", "nodes.tilegym_backend.call_cost", "relu"]
+    done = subprocess.run(
+        [*command, "--tilegym", str(tmp_path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert done.returncode == 4 and "skipped: no GPU" in done.stderr
+    assert not (tmp_path / "out").exists()
+    cost = CallCost(
+        op="relu",
+        shape=[1024, 1024],
+        symbol="cutile_relu",
+        calls=2000,
+        cutile_op_us=34.1,
+        port_op_us=70.9,
+        launch_us=50.2,
+        symbol_us=41.0,
+        descriptors_us=3.5,
+    )
+    report = CallCostReport(date="2026-12-06", gpu="H", driver="580", command="c", ops=[cost])
+    assert "| relu | 1024x1024 | 34.1 | 70.9 | 50.2 | 41.0 | 3.5 |" in render_markdown(report)
 
 
 def test_modes_are_the_strings_the_source_compares() -> None:

@@ -4,6 +4,7 @@
 use std::ffi::{c_char, CStr};
 
 pub mod abi;
+pub mod proven;
 pub mod runtime;
 pub mod spec_arith;
 

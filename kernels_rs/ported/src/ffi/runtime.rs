@@ -13,15 +13,13 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
-use cutile::cuda_async::device_context::with_device;
-use cutile::cuda_async::device_operation::ExecutionContext;
 use cutile::cuda_core::sys;
-use cutile::cuda_core::{Context, Function, Stream};
-use cutile::tile_kernel::{compile_from_context, CompileOptions, ModuleAstFn};
 
 use super::abi::{Dtype, Plan, Status, Tensor, MAX_GENERICS, MAX_RANK};
+use super::proven::{self, LaunchError, LaunchFailure};
+pub use super::proven::{param, Device, ProvenEntry};
 pub use super::spec_arith::*;
 
 /// A refused or failed call: the status code returned and the message kept
@@ -33,6 +31,19 @@ pub struct AbiError {
 }
 
 pub type AbiResult<T> = Result<T, AbiError>;
+
+impl From<LaunchError> for AbiError {
+    fn from(error: LaunchError) -> Self {
+        let status = match error.kind {
+            LaunchFailure::Device => Status::Device,
+            LaunchFailure::Compile | LaunchFailure::Launch => Status::Launch,
+        };
+        AbiError {
+            status,
+            message: error.message,
+        }
+    }
+}
 
 pub fn fail<T>(status: Status, message: impl Into<String>) -> AbiResult<T> {
     Err(AbiError {
@@ -667,20 +678,21 @@ pub enum Generic {
 }
 
 impl Generic {
-    fn launch_text(self) -> AbiResult<String> {
-        match self {
-            Generic::Int(value) => Ok(value.to_string()),
-            Generic::Bool(value) => Ok(value.to_string()),
-            Generic::Element(dtype) => dtype.rust_element().map(str::to_string).map_or_else(
-                || {
-                    fail(
+    /// The argument as the launcher takes it: an element type by its cutile name.
+    fn launched(self) -> AbiResult<proven::Generic> {
+        Ok(match self {
+            Generic::Int(value) => proven::Generic::Int(value),
+            Generic::Bool(value) => proven::Generic::Bool(value),
+            Generic::Element(dtype) => match dtype.rust_element() {
+                Some(name) => proven::Generic::Element(name),
+                None => {
+                    return fail(
                         Status::UnsupportedDtype,
                         format!("{} has no cutile element type", dtype.name()),
                     )
-                },
-                Ok,
-            ),
-        }
+                }
+            },
+        })
     }
 
     fn plan_value(self) -> i64 {
@@ -690,14 +702,6 @@ impl Generic {
             Generic::Element(dtype) => dtype as i64,
         }
     }
-}
-
-/// The generic argument strings of `.generics(...)`.
-pub fn generic_strings(generics: &[Generic]) -> AbiResult<Vec<String>> {
-    generics
-        .iter()
-        .map(|generic| generic.launch_text())
-        .collect()
 }
 
 /// The launch grid, or None when a dimension is zero (nothing to launch).
@@ -753,16 +757,6 @@ pub unsafe fn write_plan(
 }
 
 // --- the device ------------------------------------------------------------------------
-
-/// The device every array of a call lives on, with its primary context (the one
-/// torch and cuTile Python use).
-pub struct Device {
-    pub ordinal: usize,
-    context: Arc<Context>,
-    /// The context current on the calling thread when the call read it (a default
-    /// stream's launch context), else null: the launch binds the device's then.
-    current_context: sys::CUcontext,
-}
 
 fn driver(call: &str, code: sys::CUresult) -> AbiResult<()> {
     if code == sys::cudaError_enum_CUDA_SUCCESS {
@@ -960,15 +954,7 @@ pub unsafe fn device_for(arrays: &[&TensorArg], stream: *mut c_void) -> AbiResul
     } else {
         std::ptr::null_mut()
     };
-    let context = with_device(ordinal, Arc::clone).map_err(|error| AbiError {
-        status: Status::Device,
-        message: format!("cannot open device {ordinal}: {error}"),
-    })?;
-    Ok(Device {
-        ordinal,
-        context,
-        current_context,
-    })
+    Ok(Device::new(ordinal, current_context)?)
 }
 
 /// The allocation holding an array's data (its start, its size in bytes) and its
@@ -1100,7 +1086,7 @@ pub fn num_sms(device: &Device) -> AbiResult<i64> {
         sys::cuDeviceGetAttribute(
             &mut count,
             sys::CUdevice_attribute_enum_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            device.context.cu_device(),
+            device.context().cu_device(),
         )
     })?;
     counts
@@ -1108,24 +1094,6 @@ pub fn num_sms(device: &Device) -> AbiResult<i64> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .insert(device.ordinal, i64::from(count));
     Ok(i64::from(count))
-}
-
-/// Borrowed stream wrappers, one per (device, handle), kept for the life of the
-/// process: dropping one would query the stream, which a CUDA graph capture forbids.
-type StreamCache = Mutex<HashMap<(usize, usize), Arc<Stream>>>;
-
-fn borrowed_stream(device: &Device, stream: *mut c_void) -> Arc<Stream> {
-    static STREAMS: OnceLock<StreamCache> = OnceLock::new();
-    let streams = STREAMS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut streams = streams
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    streams
-        .entry((device.ordinal, stream as usize))
-        // SAFETY: the caller owns the stream and keeps it alive across the call;
-        // the wrapper never destroys it (borrowed, not owned).
-        .or_insert_with(|| unsafe { Stream::borrow_raw(stream, &device.context) })
-        .clone()
 }
 
 /// The rows last written to each table the library owns (`tileport_table_owned`), by
@@ -1196,7 +1164,7 @@ pub unsafe fn write_tables(
         );
     }
     let mut owned = owned_tables();
-    let mut bound = device.current_context == device.context.cu_ctx();
+    let mut bound = device.is_current();
     for list in lists {
         let rows = list.table_rows();
         let known = owned.get_mut(&list.table.data);
@@ -1206,10 +1174,7 @@ pub unsafe fn write_tables(
             }
         }
         if !bound {
-            device.context.bind_to_thread().map_err(|error| AbiError {
-                status: Status::Device,
-                message: format!("cannot make device {} current: {error}", device.ordinal),
-            })?;
+            device.make_current()?;
             bound = true;
         }
         // SAFETY: the table holds `rows.len()` int64 values (checked by `list_arg`) on
@@ -1236,122 +1201,12 @@ pub unsafe fn write_tables(
     Ok(())
 }
 
-/// One entry of a port, launched as the kernel writer proved it.
-///
-/// cutile-rs's generated launcher compiles every launch with an `assume div_by`
-/// for each integer and pointer argument, as far as the argument's value allows
-/// (docs/UPSTREAM_GAPS.md, G17): facts the reference does not state, so other
-/// machine code than the code proven against it. A proven entry is compiled by
-/// cutile's own JIT and kernel cache with no such hint (the port states the
-/// reference's facts itself, through its generic arguments), once per device and
-/// generic arguments, and launched with its arguments in the entry's order.
-pub struct ProvenEntry {
-    module_ast: ModuleAstFn,
-    module: &'static str,
-    function: &'static str,
-    source_hash: &'static str,
-    compiled: Mutex<Vec<CompiledEntry>>,
-}
-
-struct CompiledEntry {
-    ordinal: usize,
-    generics: Vec<Generic>,
-    function: Arc<Function>,
-}
-
-impl ProvenEntry {
-    pub const fn new(
-        module_ast: ModuleAstFn,
-        module: &'static str,
-        function: &'static str,
-        source_hash: &'static str,
-    ) -> Self {
-        Self {
-            module_ast,
-            module,
-            function,
-            source_hash,
-            compiled: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The entry compiled for this device and these generic arguments: looked up by
-    /// value on a repeated call, compiled (through cutile's kernel cache) on the first.
-    fn function(
-        &self,
-        generics: &[Generic],
-        device: &Device,
-        stream: *mut c_void,
-    ) -> AbiResult<Arc<Function>> {
-        let mut compiled = self
-            .compiled
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(found) = compiled
-            .iter()
-            .find(|entry| entry.ordinal == device.ordinal && entry.generics == generics)
-        {
-            return Ok(Arc::clone(&found.function));
-        }
-        let entry = format!("{}_entry", self.function);
-        let compile = compile_from_context(
-            &ExecutionContext::new(borrowed_stream(device, stream)),
-            self.module_ast,
-            self.module,
-            self.function,
-            &entry,
-            generic_strings(generics)?,
-            Vec::new(),
-            Vec::new(),
-            Vec::new(), // no launch-time hint: the compile the kernel writer proved
-            None,
-            CompileOptions::default(),
-            self.source_hash,
-        );
-        let (function, validator) = match compile {
-            Ok(compiled) => compiled,
-            Err(error) => {
-                return fail(
-                    Status::Launch,
-                    format!("compiling `{entry}` failed: {error}"),
-                )
-            }
-        };
-        if !validator.launch_checks.is_empty() {
-            // Checks hoisted out of the kernel need the launcher's tensor extents; a
-            // port takes raw pointers and scalars only, so this is not one of ours.
-            return fail(
-                Status::Launch,
-                format!("`{entry}` needs launch-time checks this launcher cannot run"),
-            );
-        }
-        compiled.push(CompiledEntry {
-            ordinal: device.ordinal,
-            generics: generics.to_vec(),
-            function: Arc::clone(&function),
-        });
-        Ok(function)
-    }
-}
-
-/// A kernel parameter as the driver takes it: the address of its value, typed so
-/// that the generated launch states each parameter's Rust type.
-pub fn param<T: Copy>(value: &T) -> *mut c_void {
-    (value as *const T).cast_mut().cast()
-}
-
-/// Enqueues `entry` on the caller's stream with `params` (the addresses of its
-/// parameters' values, in the entry's order) and returns without waiting.
-///
-/// The launch is cutile's own (`cuLaunchKernel`, the cubin's threads, no dynamic
-/// shared memory) without its per-call bookkeeping: the compiled entry lives as
-/// long as the process, the caller owns the memory, and the context current at
-/// the call is reused when it is the device's.
+/// Enqueues `entry` on the caller's stream (`proven::launch_proven`, the one
+/// launcher of every port) with the call's generic arguments.
 ///
 /// # Safety
-/// `params` must hold exactly the entry's parameters, each pointing to a value of
-/// its type that lives through the call; the pointers they carry must be device
-/// memory of `device` that stays valid until the kernel has run on `stream`.
+/// As `proven::launch_proven`: `params` are exactly the entry's parameters, and
+/// their device memory stays valid until the kernel has run on `stream`.
 pub unsafe fn launch_proven(
     entry: &ProvenEntry,
     generics: &[Generic],
@@ -1360,35 +1215,11 @@ pub unsafe fn launch_proven(
     stream: *mut c_void,
     params: &mut [*mut c_void],
 ) -> AbiResult<()> {
-    let function = entry.function(generics, device, stream)?;
-    if device.current_context != device.context.cu_ctx() {
-        device.context.bind_to_thread().map_err(|error| AbiError {
-            status: Status::Device,
-            message: format!("cannot make device {} current: {error}", device.ordinal),
-        })?;
-    }
-    // SAFETY: the function was loaded in the device's context, now current; the
-    // parameters are the entry's own (forwarded from the caller).
-    let code = unsafe {
-        sys::cuLaunchKernel(
-            function.cu_function(),
-            grid.0,
-            grid.1,
-            grid.2,
-            1, // a tile kernel's threads are its cubin's own, as cutile launches it
-            1,
-            1,
-            0,
-            stream as sys::CUstream,
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    };
-    if code != sys::cudaError_enum_CUDA_SUCCESS {
-        return fail(
-            Status::Launch,
-            format!("launch failed: cuLaunchKernel returned CUDA error {code}"),
-        );
-    }
+    let generics = generics
+        .iter()
+        .map(|generic| generic.launched())
+        .collect::<AbiResult<Vec<_>>>()?;
+    // SAFETY: forwarded from the caller.
+    unsafe { proven::launch_proven(entry, &generics, grid, device, stream, params) }?;
     Ok(())
 }

@@ -1,0 +1,180 @@
+"""Where a `tilegym.ops` call's host time goes, per backend and per layer of the
+cutile-rs wrapper tileport writes (on a GPU host).
+
+One call of each op (a 2-D float32 input of `--shape`, as the sweep draws its
+calls) is made `--calls` times back to back with each backend, and the host time
+per call is the loop's wall-clock time over the calls, the kernels left to run
+behind it (a host-bound op call is what this measures; the GPU's queue is drained
+before and after). For cutile-rs the same call is then taken apart: the written
+module's `_launch` alone (with the arguments the op gave it), the C symbol alone
+(with the arguments `_launch` gave it: the Rust side), and the tensor
+descriptors alone. `op - launch` is the op's own Python (its host code, torch
+allocations), `launch - symbol` the wrapper's, `symbol` the Rust side's (checks,
+dispatch, generic arguments, cutile's kernel lookup and the launch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from nodes.tilegym_backend.op_source import LAUNCH
+from nodes.tilegym_backend.sweep import NO_GPU, call_inputs, draw_call, public_op, read_signature
+from nodes.tilegym_backend.test_run import NoGpu, added_ops, gpu_and_driver
+from schemas.tilegym_backend import CallCost, CallCostReport
+
+REPORT_JSON = "tilegym-call-cost.json"
+BIND = "bind_kernel_function_cffi"  # how the written module loads the library
+
+
+def host_us(call_once: Callable[[], Any], calls: int, torch: Any) -> float:
+    """Host time per call of `calls` back-to-back calls, in us."""
+    for _ in range(10):
+        call_once()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(calls):
+        call_once()
+    elapsed = time.perf_counter() - started
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+class _Recorder:
+    """Stands in for a function and keeps the arguments of its last call."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self.args: tuple[Any, ...] = ()
+
+    def __call__(self, *args: Any) -> Any:
+        self.args = args
+        return self.function(*args)
+
+
+def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCost:
+    import importlib
+
+    import torch
+    from tilegym.backend import set_backend
+
+    entry = public_op(op)
+    drawn = draw_call(read_signature(source_root, op), random.Random(0))
+    arguments = {
+        name: shape[-1] if name == "normalized_shape" else value
+        for name, value in drawn.arguments.items()
+    }
+    call = drawn.model_copy(update={"shape": shape, "dtype": "float32", "arguments": arguments})
+    x, kwargs = call_inputs(call, torch)
+    set_backend("cutile")
+    cutile_us = host_us(lambda: entry(x, **kwargs), calls, torch)
+    set_backend("cutile-rs")
+    port_us = host_us(lambda: entry(x, **kwargs), calls, torch)
+
+    # The written module's launch, and the C symbol behind it, as the op called them.
+    module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
+    launch = _Recorder(getattr(module, LAUNCH))
+    setattr(module, LAUNCH, launch)
+    bind = getattr(module, BIND)
+    symbols: dict[str, _Recorder] = {}
+
+    class _Lib:
+        def __init__(self, lib: Any) -> None:
+            self.lib = lib
+
+        def __getattr__(self, name: str) -> Any:
+            return symbols.setdefault(name, _Recorder(getattr(self.lib, name)))
+
+    def recording_bind(*args: Any, **kwargs: Any) -> tuple[Any, _Lib]:
+        ffi, lib = bind(*args, **kwargs)
+        return ffi, _Lib(lib)
+
+    setattr(module, BIND, recording_bind)
+    try:
+        entry(x, **kwargs)
+        torch.cuda.synchronize()
+    finally:
+        setattr(module, LAUNCH, launch.function)
+        setattr(module, BIND, bind)
+    set_backend("cutile")
+    stream, grid, kernel, args = launch.args
+    launch_us = host_us(lambda: launch.function(stream, grid, kernel, args), calls, torch)
+    [(symbol, recorded)] = [(s, r) for s, r in symbols.items() if r.args]
+    symbol_us = host_us(lambda: recorded.function(*recorded.args), calls, torch)
+    ffi, _ = bind(module._KERNEL, module._FFI_CDEF)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    descriptors_us = host_us(
+        lambda: [module.make_tensor_desc(ffi, t) for t in tensors], calls, torch
+    )
+    return CallCost(
+        op=op,
+        shape=shape,
+        symbol=symbol,
+        calls=calls,
+        cutile_op_us=round(cutile_us, 2),
+        port_op_us=round(port_us, 2),
+        launch_us=round(launch_us, 2),
+        symbol_us=round(symbol_us, 2),
+        descriptors_us=round(descriptors_us, 2),
+    )
+
+
+def render_markdown(report: CallCostReport) -> str:
+    lines = [
+        f"# Host time per `tilegym.ops` call, {report.date}",
+        "",
+        f"GPU: {report.gpu} (driver {report.driver}). Command: `{report.command}`.",
+        "",
+        "| op | shape | cutile op us | cutile-rs op us | `_launch` us | C symbol us "
+        "| descriptors us |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for c in report.ops:
+        lines.append(
+            f"| {c.op} | {'x'.join(map(str, c.shape))} | {c.cutile_op_us} | {c.port_op_us} "
+            f"| {c.launch_us} | {c.symbol_us} | {c.descriptors_us} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nodes.tilegym_backend.call_cost", description=__doc__
+    )
+    parser.add_argument("--tilegym", type=Path, required=True, help="the patched checkout")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--shape", type=int, nargs=2, default=[1024, 1024])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("ops", nargs="*", help="default: every op tileport added")
+    args = parser.parse_args(argv)
+    try:
+        gpu, driver = gpu_and_driver()
+    except NoGpu as error:
+        print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
+        return NO_GPU
+    os.environ["CUTILE_RS_AUTOBUILD"] = "0"  # the library the build machine made
+    sys.path.insert(0, str(args.tilegym / "src"))
+    ops = args.ops or added_ops(args.tilegym)
+    report = CallCostReport(
+        date=date.today().isoformat(),
+        gpu=gpu,
+        driver=driver,
+        command=" ".join(["python3 -m nodes.tilegym_backend.call_cost", *sys.argv[1:]]),
+        ops=[measure(args.tilegym / "src", op, list(args.shape), args.calls) for op in ops],
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / REPORT_JSON).write_text(report.model_dump_json(indent=2) + "\n")
+    (args.out / REPORT_JSON.replace(".json", ".md")).write_text(render_markdown(report))
+    print(render_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
