@@ -388,6 +388,34 @@ def sweep_report(
     )
 
 
+def merge_reports(parts: list[SweepReport]) -> SweepReport:
+    """One report of a sweep run as several commands (a GPU command's time is
+    limited): the same seed and GPU, each op in one part only."""
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.seed, part.gpu) != (first.seed, first.gpu):
+            raise SweepError(
+                f"the parts differ: seed {part.seed} on {part.gpu}, seed {first.seed} on "
+                f"{first.gpu}"
+            )
+    ops = [summary.op for part in parts for summary in part.ops]
+    twice = sorted({op for op in ops if ops.count(op) > 1})
+    if twice:
+        raise SweepError(f"{', '.join(twice)}: in several parts")
+    summaries = [summary for part in parts for summary in part.ops]
+    return first.model_copy(
+        update={
+            "command": " && ".join(part.command for part in parts),
+            "calls": sum(s.calls for s in summaries),
+            "served": sum(s.served for s in summaries),
+            "refused": sum(s.refused for s in summaries),
+            "mismatches": sum(s.mismatches for s in summaries),
+            "ops": summaries,
+            "results": [result for part in parts for result in part.results],
+        }
+    )
+
+
 def write_report(report: SweepReport, out: Path) -> Path:
     """`tilegym-sweep-<date>.{json,md}` in `out`; their common stem."""
     out.mkdir(parents=True, exist_ok=True)
@@ -399,7 +427,9 @@ def write_report(report: SweepReport, out: Path) -> Path:
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ops", nargs="*", metavar="OP")
-    parser.add_argument("--tilegym", required=True, type=Path, metavar="CHECKOUT")
+    parser.add_argument(
+        "--tilegym", type=Path, metavar="CHECKOUT", help="the patched checkout (not with --merge)"
+    )
     parser.add_argument("--calls", type=int, default=100, help="drawn calls per op")
     parser.add_argument(
         "--seed", type=int, default=None, help="the draws' seed (default: a new one, recorded)"
@@ -418,9 +448,35 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the drawn calls as JSON lines and stop (no GPU needed)",
     )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
+        help="write one report into --out from the reports of one seed's ops run as "
+        "several commands (no GPU needed)",
+    )
+
+
+def merge_command(reports: list[Path], out: Path) -> int:
+    try:
+        parts = [SweepReport.model_validate_json(path.read_text()) for path in reports]
+        merged = merge_reports(parts)
+    except (OSError, ValueError) as error:  # pydantic's ValidationError is a ValueError
+        print(f"tileport tilegym sweep --merge: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    stem = write_report(merged, out)
+    print(markdown(merged))
+    print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
+    return 1 if merged.refused or merged.mismatches else 0
 
 
 def sweep_command(args: argparse.Namespace) -> int:
+    if args.merge:
+        return merge_command(args.merge, args.out)
+    if args.tilegym is None:
+        print("tileport tilegym sweep: --tilegym CHECKOUT is required", file=sys.stderr)
+        return USAGE_ERROR
     checkout = args.tilegym.resolve()
     ops = args.ops or added_ops(checkout)
     if not ops:

@@ -17,9 +17,11 @@ import pytest
 
 from nodes.tilegym_backend.call_cost import render_markdown
 from nodes.tilegym_backend.sweep import (
+    SweepError,
     compared_strings,
     draw_calls,
     markdown,
+    merge_reports,
     read_signature,
     summarise,
 )
@@ -40,10 +42,10 @@ needs_tilegym = pytest.mark.skipif(
 )
 
 
-def sweep(*args: str, tilegym: Path = TILEGYM) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "app.cli", "tilegym", "sweep", *args, "--tilegym"]
+def sweep(*args: str, tilegym: Path | None = TILEGYM) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "app.cli", "tilegym", "sweep", *args]
     return subprocess.run(
-        [*command, str(tilegym)],
+        [*command, *(["--tilegym", str(tilegym)] if tilegym else [])],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
@@ -176,3 +178,45 @@ def test_outcomes_are_counted_apart_and_the_oracles_refusals_not_at_all() -> Non
     table = markdown(report)
     assert "| relu | 4 | 2 | 1 | 1 | 30.0 | 40.0 |" in table
     assert "| relu: RuntimeError: rc=-N | 1 |" in table
+
+
+def _part(op: str, seed: int, outcomes: list[SweepOutcome]) -> SweepReport:
+    call = SweepCall(op=op, shape=[3, 5], dtype="float16", seed=1)
+    results = [SweepCallResult(call=call, outcome=o, port_us=1.0, cutile_us=2.0) for o in outcomes]
+    summary = summarise(op, results)
+    return SweepReport(
+        date="2026-12-06",
+        seed=seed,
+        gpu="NVIDIA H200",
+        driver="580",
+        command=f"tileport tilegym sweep {op} --seed {seed}",
+        calls=summary.calls,
+        served=summary.served,
+        refused=summary.refused,
+        mismatches=summary.mismatches,
+        ops=[summary],
+        results=results,
+    )
+
+
+def test_parts_of_one_sweep_merge_into_one_report(tmp_path: Path) -> None:
+    served, refused = SweepOutcome.SERVED, SweepOutcome.REFUSED
+    relu, gelu = _part("relu", 9, [served, served]), _part("gelu", 9, [served, refused])
+    merged = merge_reports([relu, gelu])
+    assert (merged.calls, merged.served, merged.refused) == (4, 3, 1)
+    assert [s.op for s in merged.ops] == ["relu", "gelu"] and len(merged.results) == 4
+    with pytest.raises(SweepError, match="seed"):
+        merge_reports([relu, _part("gelu", 10, [served])])
+    with pytest.raises(SweepError, match="relu: in several parts"):
+        merge_reports([relu, relu])
+    # From the command line, into --out, no GPU needed.
+    paths = []
+    for part in (relu, gelu):
+        paths.append(tmp_path / f"{part.ops[0].op}.json")
+        paths[-1].write_text(part.model_dump_json())
+    done = sweep("--merge", *map(str, paths), "--out", str(tmp_path / "out"), tilegym=None)
+    assert done.returncode == 1, done.stderr  # a refusal stays a failure
+    written = SweepReport.model_validate_json(
+        (tmp_path / "out" / "tilegym-sweep-2026-12-06.json").read_text()
+    )
+    assert written.calls == 4
