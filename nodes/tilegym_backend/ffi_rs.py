@@ -422,15 +422,16 @@ def render_ffi(
     ]
     if single:
         launch = _launch(binding.variants[0])
+        start = launch.index("unsafe {")
+        launch[start] = "let launched = unsafe {"
+        launch[-1] = "};"
     else:
-        launch = ["match variant {"]
+        launch = ["let launched = match variant {"]
         for index, variant in enumerate(binding.variants):
             head = f"{index}" if index < len(binding.variants) - 1 else "_"
             launch += [f"    {head} => {{", *(f"        {x}" for x in _launch(variant)), "    }"]
-        launch.append("}")
-    lines.append(f"    let launched = {launch[0]}")
-    lines += [f"    {line}" for line in launch[1:]]
-    lines[-1] += ";"
+        launch.append("};")
+    lines += [f"    {line}" for line in launch]
     lines += [
         "    match launched {",
         "        Ok(()) => rc::OK,",
