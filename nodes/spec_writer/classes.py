@@ -47,9 +47,11 @@ class ClassConfig:
 
 
 def ragged(dims: dict[str, int]) -> bool:
-    """Whether some extent has a weak shape fact (an extent of 1 is a static shape,
-    not a fact)."""
-    return any(value % FACT_DIVISOR for value in dims.values() if value > 1)
+    """Whether every extent has a weak shape fact (an extent of 1 is a static shape,
+    not a fact), so each fact generic sees its weakest value: one ragged extent
+    beside aligned ones leaves the others' facts literal."""
+    extents = [value for value in dims.values() if value > 1]
+    return bool(extents) and all(value % FACT_DIVISOR for value in extents)
 
 
 def _odd(value: int) -> int:

@@ -448,13 +448,14 @@ def render_ffi(
 
 
 def _checked_extent(expected: str | int) -> bool:
-    """Whether a symbol checks an extent the spec fixes. A literal other than 1 was
-    only the extent every record happened to have: the caller passes the constants
-    (nothing is derived from it) and the entry knows the extent only through its
-    facts, which the entry's preconditions or fact generics cover. An extent of 1
-    is a static shape in the IR, and an expression relates arrays as the host
-    made them: both are checked."""
-    return not isinstance(expected, int) or expected == 1
+    """Whether a symbol checks an extent the spec fixes: only an extent of 1, a static
+    shape in the IR. Every other extent reaches the entry as its own argument and
+    through its facts (the entry's preconditions or fact generics): a literal was
+    only the extent every record happened to have, and a symbol or expression shared
+    with another array's extent only a relation the records happened to show
+    (layer_norm's square inputs); the caller passes the constants, so nothing is
+    derived from either."""
+    return expected == 1
 
 
 def _refusal(sym: str, why: str) -> str:

@@ -20,7 +20,7 @@ from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
-from nodes.tilegym_backend.ffi_rs import FfiError, SpecExpr
+from nodes.tilegym_backend.ffi_rs import FfiError, SpecExpr, _checked_extent
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
@@ -171,6 +171,15 @@ def test_a_variants_condition_is_rust_over_the_launch_arguments() -> None:
         exprs.rust("num_sms > 2")
     with pytest.raises(FfiError, match="'float8_e5m2' is not an element type of ffi_util"):
         exprs.rust("dtype == 'float8_e5m2'")
+
+
+def test_a_symbol_checks_only_the_extents_the_ir_depends_on() -> None:
+    # An extent of 1 is a static shape in the IR; a literal every record had, or a
+    # symbol two arrays shared in the records (layer_norm's square inputs), is not
+    # something the reference requires, so the symbol does not refuse it.
+    assert _checked_extent(1)
+    assert not _checked_extent(524288) and not _checked_extent("X_0")
+    assert not _checked_extent("cdiv(X_1, 2)")
 
 
 def test_a_test_file_without_the_availability_import_gets_it() -> None:
