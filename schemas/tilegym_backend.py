@@ -130,6 +130,8 @@ class CallCost(_Strict):
     calls: int = Field(description="Back-to-back calls each figure is the mean of.")
     cutile_op_us: float = Field(description="`tilegym.ops` call, cutile backend.")
     port_op_us: float = Field(description="`tilegym.ops` call, cutile-rs backend.")
+    cutile_stream_us: float = Field(description="The stream's time per cutile call.")
+    port_stream_us: float = Field(description="The stream's time per cutile-rs call.")
     launch_us: float = Field(description="The written module's `_launch` alone.")
     symbol_us: float = Field(description="The C symbol alone: the Rust side.")
     descriptors_us: float = Field(description="The tensor descriptors alone.")

@@ -133,12 +133,15 @@ def test_the_call_cost_needs_a_gpu_and_tables_what_it_measured(tmp_path: Path) -
         calls=2000,
         cutile_op_us=34.1,
         port_op_us=70.9,
+        cutile_stream_us=35.0,
+        port_stream_us=71.2,
         launch_us=50.2,
         symbol_us=41.0,
         descriptors_us=3.5,
     )
     report = CallCostReport(date="2026-12-06", gpu="H", driver="580", command="c", ops=[cost])
-    assert "| relu | 1024x1024 | 34.1 | 70.9 | 50.2 | 41.0 | 3.5 |" in render_markdown(report)
+    table = render_markdown(report)
+    assert "| relu | 1024x1024 | 34.1 | 35.0 | 70.9 | 71.2 | 50.2 | 41.0 | 3.5 |" in table
 
 
 def test_modes_are_the_strings_the_source_compares() -> None:
