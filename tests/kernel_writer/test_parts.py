@@ -99,7 +99,16 @@ def test_recover_names_the_constant_that_moved() -> None:
     result = recover(base, probe, {"TILE_N": 1024}, {"TILE_N": 2048})
     assert result.lines == ["let t: Tile<f32, { [1, TILE_N] }> = x;", "let n: i32 = 3i32;"]
     assert result.used == ["TILE_N"]
-    assert result.moved_lines == {0}
+    # A shape moved, not a constant's value: nothing to lift again from a generic.
+    assert result.moved_lines == set()
+    values = recover(
+        ["let n: Tile<i32, { [] }> = constant(1024i32, shape![]);", "let f = constant(8.0f32,"],
+        ["let n: Tile<i32, { [] }> = constant(2048i32, shape![]);", "let f = constant(16.0f32,"],
+        {"TILE_N": 1024, "N": 8},
+        {"TILE_N": 2048, "N": 16},
+    )
+    # Both constants' values moved (N as a float, `x / N`): both lines are lifted again.
+    assert values.used == ["TILE_N", "N"] and values.moved_lines == {0, 1}
 
 
 def test_recover_tells_coinciding_constants_apart() -> None:
