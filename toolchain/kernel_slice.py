@@ -50,6 +50,14 @@ class SliceError(Exception):
 class StandIn:
     """Any value of a module that is not installed: every use gives another stand-in."""
 
+    def __new__(cls, name: str) -> StandIn:
+        if cls is not StandIn:
+            return super().__new__(cls)
+        # Each value's class is named after it: an error that names a value's type
+        # ("Cannot create constant from value of type ...") names what is missing.
+        named = type(f"{name} (a stand-in: its module is not installed here)", (StandIn,), {})
+        return super().__new__(named)
+
     def __init__(self, name: str) -> None:
         self._name = name
 

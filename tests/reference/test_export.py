@@ -162,6 +162,23 @@ def test_a_module_that_is_not_installed_gets_a_stand_in(tmp_path: Path) -> None:
     assert record.variants[0].symbol.startswith("scale_kernel_")
 
 
+def test_an_installed_library_is_itself_not_a_stand_in(tmp_path: Path) -> None:
+    # A kernel reading numpy's constants (`np.inf`): a stand-in cannot be a constant's
+    # value, the installed numpy can.
+    source = needing("import numpy as np\nSCALE = 2.0").replace(
+        "tile * SCALE", "ct.maximum(tile * SCALE, ct.full((TILE,), -np.inf, dtype=x.dtype))"
+    )
+    spec = write_case(tmp_path, source)
+    record = export_from_spec(spec, tmp_path / "out", limits=QUICK)
+    assert record.variants[0].symbol.startswith("scale_kernel_")
+
+
+def test_a_stand_in_where_a_value_is_needed_names_what_is_missing(tmp_path: Path) -> None:
+    source = needing("import not_installed_lib as nl\nSCALE = nl.inf")
+    error = export_error(tmp_path, source)
+    assert "not_installed_lib.inf" in error.message and "not installed" in error.message
+
+
 def test_missing_relative_import(tmp_path: Path) -> None:
     error = export_error(tmp_path, needing("from .helpers import SCALE"))
     assert error.kind == "import_error" and error.line == 2
