@@ -16,7 +16,6 @@ dispatch, generic arguments, cutile's kernel lookup and the launch).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 from nodes.tilegym_backend.op_source import LAUNCH
 from nodes.tilegym_backend.sweep import NO_GPU, call_inputs, draw_call, public_op, read_signature
-from nodes.tilegym_backend.test_run import NoGpu, added_ops, gpu_and_driver
+from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import CallCost, CallCostReport
 
 REPORT_JSON = "tilegym-call-cost.json"
@@ -171,12 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("ops", nargs="*", help="default: every op tileport added")
     args = parser.parse_args(argv)
     try:
-        gpu, driver = gpu_and_driver()
+        gpu, driver = open_checkout(args.tilegym)
     except NoGpu as error:
         print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
         return NO_GPU
-    os.environ["CUTILE_RS_AUTOBUILD"] = "0"  # the library the build machine made
-    sys.path.insert(0, str(args.tilegym / "src"))
     ops = args.ops or added_ops(args.tilegym)
     report = CallCostReport(
         date=date.today().isoformat(),

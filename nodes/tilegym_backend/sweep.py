@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import ast
 import math
-import os
 import random
 import re
 import secrets
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.tilegym_backend.op_source import OpSourceError, find_op
-from nodes.tilegym_backend.test_run import NoGpu, added_ops, gpu_and_driver
+from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import (
     ArgumentValue,
     SweepCall,
@@ -496,12 +495,10 @@ def sweep_command(args: argparse.Namespace) -> int:
                 print(call.model_dump_json())
         return 0
     try:
-        gpu, driver = gpu_and_driver()
+        gpu, driver = open_checkout(checkout)
     except NoGpu as error:
         print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
         return NO_GPU
-    os.environ["CUTILE_RS_AUTOBUILD"] = "0"  # the library the build machine made
-    sys.path.insert(0, str(checkout / "src"))
     results: list[SweepCallResult] = []
     started = time.monotonic()
     for op_index, (op, calls) in enumerate(plans.items()):

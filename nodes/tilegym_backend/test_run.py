@@ -58,6 +58,16 @@ def gpu_and_driver() -> tuple[str, str]:
     return name.strip(), driver.strip()
 
 
+def open_checkout(checkout: Path) -> tuple[str, str]:
+    """The GPU and driver, with this process set to call the checkout's ops on the
+    library the build machine made (`tilegym` imported from its `src/`, no rebuild);
+    NoGpu where there is no GPU."""
+    gpu, driver = gpu_and_driver()
+    os.environ["CUTILE_RS_AUTOBUILD"] = "0"
+    sys.path.insert(0, str(checkout / "src"))
+    return gpu, driver
+
+
 def added_ops(checkout: Path) -> list[str]:
     """The ops whose cutile-rs wrapper this project wrote."""
     return sorted(
