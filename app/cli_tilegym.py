@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nodes.tilegym_backend.call_cost import add_call_cost_arguments, call_cost_command
 from nodes.tilegym_backend.stage import add_op
 from nodes.tilegym_backend.sweep import add_sweep_arguments, sweep_command
 from nodes.tilegym_backend.test_run import add_test_arguments, build_crate, test_command
@@ -106,6 +107,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_sweep_arguments(sweep)
     sweep.set_defaults(handler=sweep_command)
+
+    cost = sub.add_parser(
+        "call-cost",
+        help="where a tilegym.ops call's host time goes, per backend (GPU host)",
+        description="Call each added op (default: every op tileport added) --calls times "
+        "back to back on a float32 input of --shape with each backend, then take the "
+        "cutile-rs call apart (the written module's _launch alone, the C symbol alone, the "
+        "tensor descriptors alone), and write tilegym-call-cost-<date>.json and .md into "
+        "--out: host and stream time per call. Exit 4 without a GPU "
+        "(python3 -m nodes.tilegym_backend.call_cost where tileport is not installed).",
+    )
+    add_call_cost_arguments(cost)
+    cost.set_defaults(handler=call_cost_command)
 
 
 def add_command(args: argparse.Namespace) -> int:

@@ -29,7 +29,6 @@ from nodes.tilegym_backend.sweep import NO_GPU, call_inputs, draw_call, public_o
 from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import CallCost, CallCostReport
 
-REPORT_JSON = "tilegym-call-cost.json"
 BIND = "bind_kernel_function_cffi"  # how the written module loads the library
 
 
@@ -159,16 +158,15 @@ def render_markdown(report: CallCostReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python3 -m nodes.tilegym_backend.call_cost", description=__doc__
-    )
+def add_call_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ops", nargs="*", help="default: every op tileport added")
     parser.add_argument("--tilegym", type=Path, required=True, help="the patched checkout")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--shape", type=int, nargs=2, default=[1024, 1024])
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("ops", nargs="*", help="default: every op tileport added")
-    args = parser.parse_args(argv)
+
+
+def call_cost_command(args: argparse.Namespace) -> int:
     try:
         gpu, driver = open_checkout(args.tilegym)
     except NoGpu as error:
@@ -183,10 +181,19 @@ def main(argv: list[str] | None = None) -> int:
         ops=[measure(args.tilegym / "src", op, list(args.shape), args.calls) for op in ops],
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / REPORT_JSON).write_text(report.model_dump_json(indent=2) + "\n")
-    (args.out / REPORT_JSON.replace(".json", ".md")).write_text(render_markdown(report))
+    stem = args.out / f"tilegym-call-cost-{report.date}"
+    stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")
+    stem.with_suffix(".md").write_text(render_markdown(report))
     print(render_markdown(report))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nodes.tilegym_backend.call_cost", description=__doc__
+    )
+    add_call_cost_arguments(parser)
+    return call_cost_command(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def test_without_a_gpu_nothing_runs(tmp_path: Path) -> None:
 def test_the_call_cost_needs_a_gpu_and_tables_what_it_measured(tmp_path: Path) -> None:
     if os.path.exists("/dev/nvidia0"):
         pytest.skip("this machine has a GPU")
-    command = [sys.executable, "-m", "nodes.tilegym_backend.call_cost", "relu"]
+    command = [sys.executable, "-m", "app.cli", "tilegym", "call-cost", "relu"]
     done = subprocess.run(
         [*command, "--tilegym", str(tmp_path), "--out", str(tmp_path / "out")],
         capture_output=True,
