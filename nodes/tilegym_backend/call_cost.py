@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -177,7 +178,20 @@ def call_cost_command(args: argparse.Namespace) -> int:
         date=date.today().isoformat(),
         gpu=gpu,
         driver=driver,
-        command=" ".join(["python3 -m nodes.tilegym_backend.call_cost", *sys.argv[1:]]),
+        command=shlex.join(
+            [
+                "tileport",
+                "tilegym",
+                "call-cost",
+                *ops,
+                "--tilegym",
+                args.tilegym.resolve().name,  # the GPU host's folder says nothing
+                "--shape",
+                *map(str, args.shape),
+                "--calls",
+                str(args.calls),
+            ]
+        ),
         ops=[measure(args.tilegym / "src", op, list(args.shape), args.calls) for op in ops],
     )
     args.out.mkdir(parents=True, exist_ok=True)
