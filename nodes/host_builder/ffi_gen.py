@@ -13,6 +13,7 @@ arrays, and its table is written on the stream right before the launch.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -295,43 +296,17 @@ class _Generator:
     def entry_statics(self) -> str:
         """One `rt::ProvenEntry` per entry the variants launch."""
         module = self.binding.rust_module_path.rsplit("::", 1)[-1]
-        statics: list[str] = []
-        for entry in dict.fromkeys(v.entry for v in self.binding.variants):
-            statics.append(
-                f"/// `{entry}`, compiled as the kernel writer proved it.\n"
-                f"static {entry_static(entry)}: rt::ProvenEntry = rt::ProvenEntry::new(\n"
-                f"    kernel::__module_ast_self,\n"
-                f'    "{module}",\n'
-                f'    "{entry}",\n'
-                f"    kernel::_SOURCE_HASH,\n"
-                ");"
-            )
-        return "\n\n".join(statics)
+        entries = dict.fromkeys(v.entry for v in self.binding.variants)
+        return "\n\n".join(proven_entry_static("rt", "kernel", module, e) for e in entries)
 
     def launch_arm(self, variant: VariantBinding) -> str:
-        """The variant's entry, launched with its parameters in order, each of its
-        Rust type (a pointer as its device address)."""
-        params = [
-            f"rt::param::<{pushed_type(rust_type)}>(&{operand(self._argument(source))}),"
-            for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
+        """The variant's entry, launched with its parameters in order."""
+        lines = [
+            "// SAFETY: the entry's parameters in order, each of its type; the descriptors",
+            "// passed every check and their memory is the caller's.",
+            *proven_launch("rt", variant, self._argument, "&derived.generics", "grid", "device"),
         ]
-        body = (
-            "// SAFETY: the entry's parameters in order, each of its type; the descriptors\n"
-            "// passed every check and their memory is the caller's.\n"
-            "unsafe {\n"
-            "    rt::launch_proven(\n"
-            f"        &{entry_static(variant.entry)},\n"
-            "        &derived.generics,\n"
-            "        grid,\n"
-            "        device,\n"
-            "        stream,\n"
-            "        &mut [\n"
-            + "\n".join(f"            {param}" for param in params)
-            + "\n        ],\n"
-            "    )\n"
-            "}"
-        )
-        return f"        {variant.index} => {{\n{_indent(body, 12)}\n        }}"
+        return f"        {variant.index} => {{\n{_indent(chr(10).join(lines), 12)}\n        }}"
 
     def _argument(self, source: ParamSource) -> str:
         if source.kind == "table":
@@ -399,16 +374,62 @@ def _names(expected: str | int | None) -> set[str]:
     return names_in(expected) if isinstance(expected, str) else set()
 
 
-def entry_static(entry: str) -> str:
+def proven_entry_static(launcher: str, module_path: str, module: str, entry: str) -> str:
+    """The `ProvenEntry` static of one entry of a port's kernel module: `launcher` is
+    how the launcher file names proven.rs, `module_path` how it reaches the module."""
+    return (
+        f"/// `{entry}`, compiled as the kernel writer proved it.\n"
+        f"static {_entry_static(entry)}: {launcher}::ProvenEntry = "
+        f"{launcher}::ProvenEntry::new(\n"
+        f"    {module_path}::__module_ast_self,\n"
+        f'    "{module}",\n'
+        f'    "{entry}",\n'
+        f"    {module_path}::_SOURCE_HASH,\n"
+        ");"
+    )
+
+
+def proven_launch(
+    launcher: str,
+    variant: VariantBinding,
+    argument: Callable[[ParamSource], str],
+    generics: str,
+    grid: str,
+    device: str,
+) -> list[str]:
+    """The expression that launches the variant's entry through proven.rs (the one
+    launcher of every port) on `stream`: its parameters in order, each of its Rust
+    type (a pointer as its device address), `argument` giving each one's value."""
+    params = [
+        f"{launcher}::param::<{_pushed_type(rust_type)}>(&{_operand(argument(source))}),"
+        for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
+    ]
+    return [
+        "unsafe {",
+        f"    {launcher}::launch_proven(",
+        f"        &{_entry_static(variant.entry)},",
+        f"        {generics},",
+        f"        {grid},",
+        f"        {device},",
+        "        stream,",
+        "        &mut [",
+        *(f"            {param}" for param in params),
+        "        ],",
+        "    )",
+        "}",
+    ]
+
+
+def _entry_static(entry: str) -> str:
     return entry.strip("_").upper()
 
 
-def operand(expression: str) -> str:
+def _operand(expression: str) -> str:
     """An expression as the operand of `&`: a cast in parentheses."""
     return f"({expression})" if " as " in expression else expression
 
 
-def pushed_type(rust_type: str) -> str:
+def _pushed_type(rust_type: str) -> str:
     """A parameter's type as the launch passes it: a raw pointer is its device address."""
     return "u64" if rust_type.startswith("*") else rust_type
 

@@ -25,7 +25,7 @@ from nodes.host_builder.binding import (
     Precondition,
     VariantBinding,
 )
-from nodes.host_builder.ffi_gen import entry_static, operand, pushed_type
+from nodes.host_builder.ffi_gen import proven_entry_static, proven_launch
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
 from nodes.tilegym_backend.checkout import PROVEN_MODULE, SPEC_ARITH_MODULE
 from schemas.port_spec import PortSpec
@@ -229,42 +229,14 @@ def _launch(variant: VariantBinding) -> list[str]:
     """One entry's launch on the caller's stream, as tileport's own launchers make it
     (`tileport_proven`: compiled as the kernel writer proved it, no launch-time
     hint; G17), evaluating to its `Result`."""
-    generics = ", ".join(r.name for r in variant.generics)
-    params = [
-        f"lp::param::<{pushed_type(rust_type)}>(&{operand(_argument(source))}),"
-        for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
-    ]
+    generics = f"&[{', '.join(_generic(r) for r in variant.generics)}]"
     return [
-        f"// {variant.entry}, variant {variant.name}; generics <{generics}>.",
+        f"// {variant.entry}, variant {variant.name}; generics "
+        f"<{', '.join(r.name for r in variant.generics)}>.",
         "// SAFETY: the entry's parameters in order, each of its type; the descriptors",
         "// passed every check and their memory is the caller's, ordered on `stream`.",
-        "unsafe {",
-        "    lp::launch_proven(",
-        f"        &{entry_static(variant.entry)},",
-        f"        &[{', '.join(_generic(r) for r in variant.generics)}],",
-        "        (grid_x, grid_y, grid_z),",
-        "        &device,",
-        "        stream,",
-        "        &mut [",
-        *(f"            {param}" for param in params),
-        "        ],",
-        "    )",
-        "}",
+        *proven_launch("lp", variant, _argument, generics, "(grid_x, grid_y, grid_z)", "&device"),
     ]
-
-
-def entry_statics(module: str, entries: list[str]) -> str:
-    """One `ProvenEntry` per entry an op's symbols launch, from its kernel module."""
-    return "\n".join(
-        f"/// `{entry}`, compiled as the kernel writer proved it.\n"
-        f"static {entry_static(entry)}: lp::ProvenEntry = lp::ProvenEntry::new(\n"
-        f"    {module}::__module_ast_self,\n"
-        f'    "{module}",\n'
-        f'    "{entry}",\n'
-        f"    {module}::_SOURCE_HASH,\n"
-        ");\n"
-        for entry in dict.fromkeys(entries)
-    )
 
 
 def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
@@ -503,5 +475,6 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         lines.append(_CHECKED_MACRO)
     lines.append("")
     for module, entries in uses.items():
-        lines.append(entry_statics(module, entries))
+        for entry in dict.fromkeys(entries):
+            lines += [proven_entry_static("lp", module, module, entry), ""]
     return "\n".join(lines) + "\n" + body
