@@ -199,9 +199,6 @@ class LiftedKernel:
     constant_lines: dict[int, int] = field(default_factory=dict)  # body line -> op position
     entry_hints: str | None = None
     uses_element_generic: bool = False
-    # A generic-valued constant bounds a `for`: cutile-rs knows its value and
-    # assumes the induction variable's range from it (UPSTREAM_GAPS.md G16).
-    generic_loop_bound: bool = False
 
 
 @dataclass
@@ -244,7 +241,6 @@ class Lifter:
         self.last_use: dict[int, int] = {}
         self.statement_names: dict[int, str] = {}
         self.token_name: str | None = None
-        self.generic_loop_bound = False
         self.elements = ElementTypes()
         self.generic_element = any(p.generic for p in params)
         self._number_ops()
@@ -269,7 +265,6 @@ class Lifter:
             constant_lines=self.constant_lines,
             entry_hints=self.entry_hints(),
             uses_element_generic=self.generic_element,
-            generic_loop_bound=self.generic_loop_bound,
         )
 
     def check_mapped(self) -> None:
@@ -1420,7 +1415,6 @@ class Lifter:
         G16: cutile-rs would assume the loop variable's range from its known value)."""
         if not self.is_generic_constant(value):
             return self.use(value, "scalar")
-        self.generic_loop_bound = True
         self.module_items.add("loop_bound")
         return f"loop_bound({self.use(value, 'scalar')})"
 

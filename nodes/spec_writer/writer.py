@@ -276,14 +276,26 @@ class KernelSpec:
         """The constants whose values tell variants apart: those no rule derives; when
         widened, not the integers, which the kernel writer makes generic where the IR
         lets it (literal entries per value where not)."""
+        free = self.free_integers()
         return tuple(
             (name, _number(self.arg(record, name)))
             for name, rule in self.constant_rules.items()
-            if rule is None and not (self.widen and self.generic_candidate(name))
+            if rule is None and name not in free
         )
 
     def generic_candidate(self, name: str) -> bool:
         return all(self.arg(r, name).kind == "int" for r in self.records)
+
+    def free_integers(self) -> tuple[str, ...]:
+        """Widened, the integer constants no rule derives: not variant keys, so a
+        variant may hold several values of them (generic where the IR lets it)."""
+        if not self.widen:
+            return ()
+        return tuple(
+            name
+            for name, rule in self.constant_rules.items()
+            if rule is None and self.generic_candidate(name)
+        )
 
     def rederive(self, config: dict[str, Any], dims: dict[str, int]) -> dict[str, Any] | None:
         """`config`'s constants for the extents `dims`: those a rule derives from the
@@ -536,11 +548,7 @@ class KernelSpec:
         cover(lambda r: (self.variant_key(r), self.config_dtype(r)), proving)
         # An entry specialised to literal constants serves only the values it bakes in;
         # widened, any integer a variant holds several values of may end up literal.
-        per_value = self.literal_constants or tuple(
-            n
-            for n in self.constants
-            if self.widen and self.constant_rules[n] is None and self.generic_candidate(n)
-        )
+        per_value = self.literal_constants or self.free_integers()
         if per_value:
             cover(
                 lambda r: (
@@ -811,10 +819,7 @@ class KernelSpec:
         configurations' own bindings tell them apart."""
         seen: dict[tuple[object, ...], tuple[object, ...]] = {}
         # Widened, a variant may hold several sets of the integers no rule derives.
-        self.bind_constants_per_config = self.widen and any(
-            rule is None and self.generic_candidate(name)
-            for name, rule in self.constant_rules.items()
-        )
+        self.bind_constants_per_config = bool(self.free_integers())
         for record in used:
             where = (tuple(sorted(self.dim_values(record).items())), self.config_dtype(record))
             if seen.setdefault(where, self.variant_key(record)) != self.variant_key(record):
