@@ -26,7 +26,7 @@ class RecoveredGeneric(_Strict):
     """A generic parameter of the Rust entries and how it was found."""
 
     name: str
-    kind: Literal["dtype", "constant", "fact"]
+    kind: Literal["dtype", "constant", "derived", "fact"]
     source: str = Field(description="The spec constant, array, or array fact it stands for.")
     how: str = Field(description="The evidence: differential export, dtype set, fact set.")
 

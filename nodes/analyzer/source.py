@@ -15,7 +15,12 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodes.analyzer.branches import ConstantBranch, collect_branches, module_literals
+from nodes.analyzer.branches import (
+    ConstantBranch,
+    collect_branches,
+    derived_constants,
+    module_literals,
+)
 
 MEMORY_ACCESS_CALLS = frozenset(
     {
@@ -71,6 +76,8 @@ class KernelSource:
     checked_access_lines: list[int] = field(default_factory=list)
     helpers: list[str] = field(default_factory=list)
     branches: list[ConstantBranch] = field(default_factory=list)
+    derived: dict[str, str] = field(default_factory=dict)
+    """Locals computed from constants alone, as spec expressions (`derived_constants`)."""
 
     @property
     def check_bounds(self) -> bool:
@@ -122,16 +129,24 @@ def read_kernel_source(path: Path, kernel: str) -> KernelSource:
         cutile_modules=aliases.modules,
         module_values=module_literals(module),
     )
+    described.derived = derived_constants(
+        definition,
+        constants=set(described.constant_parameters),
+        cutile_modules=aliases.modules,
+        module_values=module_literals(module),
+    )
     return described
 
 
 @dataclass(frozen=True)
 class _CuTileNames:
     """How the module refers to cuda.tile: `import cuda.tile as ct` gives `ct`;
-    `from cuda.tile import load` gives a direct name."""
+    `from cuda.tile import load` gives a direct name; `ConstInt = ct.Constant[int]`
+    a constant annotation of its own."""
 
     modules: frozenset[str]
     direct: dict[str, str]
+    constant_aliases: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, module: ast.Module) -> _CuTileNames:
@@ -149,7 +164,15 @@ class _CuTileNames:
                         modules.add(local)
                     elif node.module == "cuda.tile":
                         direct[local] = alias.name
-        return cls(frozenset(modules), direct)
+        names = cls(frozenset(modules), direct)
+        aliases = {
+            target.id
+            for node in module.body
+            if isinstance(node, ast.Assign) and names.is_constant(node.value)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        return cls(frozenset(modules), direct, frozenset(aliases))
 
     def api_name(self, node: ast.expr) -> str | None:
         """`ct.load` or a directly imported `load` -> "load"."""
@@ -160,6 +183,8 @@ class _CuTileNames:
         return None
 
     def is_constant(self, annotation: ast.expr | None) -> bool:
+        if isinstance(annotation, ast.Name) and annotation.id in self.constant_aliases:
+            return True
         return isinstance(annotation, ast.Subscript) and self.api_name(annotation.value) == (
             "Constant"
         )

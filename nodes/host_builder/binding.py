@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from nodes.analyzer.source import SourceError, read_kernel_source
 from nodes.host_builder.abi import (
     RUST_ELEMENT_TYPES,
     SCALAR_C_TYPES,
@@ -49,6 +50,7 @@ from schemas.port_spec import (
     ResolvedArray,
     ResolvedConfig,
     kernel_parameter_order,
+    spec_relative,
 )
 from schemas.spec_expr import evaluate_int, names_in
 
@@ -123,8 +125,11 @@ class GenericRule:
     """What one generic argument of the entry is at launch."""
 
     name: str
-    kind: str  # "constant", "fact" (a launch fact of an array), "element", "element_bytes"
+    # "constant", "derived" (a value the kernel computes from constants), "fact" (a
+    # launch fact of an array), "element", "element_bytes"
+    kind: str
     constant: str | None = None
+    expression: str | None = None  # for "derived": the spec expression over constants
     array: str | None = None
     extent: ExtentKind | None = None
     dim: int | None = None
@@ -412,6 +417,7 @@ def _generic_rules(
     entry: RustEntry,
     sources: tuple[ParamSource, ...],
     arrays: tuple[ArrayBinding, ...],
+    derived: dict[str, str],
 ) -> tuple[GenericRule, ...]:
     by_param = _param_positions(sources, entry)
     rules: list[GenericRule] = []
@@ -439,17 +445,27 @@ def _generic_rules(
                 )
             )
             continue
-        derived = _fact_rule(entry, generic.name, by_param)
-        if derived is None:
-            derived = _list_fact_rule(entry, generic.name, sources, arrays)
-        if derived is None:
+        if generic.name in derived:
+            rules.append(
+                GenericRule(
+                    generic.name,
+                    "derived",
+                    expression=derived[generic.name],
+                    const_type=generic.const_type,
+                )
+            )
+            continue
+        fact = _fact_rule(entry, generic.name, by_param)
+        if fact is None:
+            fact = _list_fact_rule(entry, generic.name, sources, arrays)
+        if fact is None:
             raise BindingError(
                 f"{entry.name}: const generic {generic.name} is neither a spec constant, nor "
-                "the divisor of an `assume_div_by`/`divisible` on a pointer, shape or stride, "
-                "nor a list's element fact (`<LIST>_ALIGN`, `<LIST>_SHAPE_<d>_DIV`, "
-                "`<LIST>_STRIDE_<d>_DIV`)"
+                "a value the kernel derives from constants, nor the divisor of an "
+                "`assume_div_by`/`divisible` on a pointer, shape or stride, nor a list's "
+                "element fact (`<LIST>_ALIGN`, `<LIST>_SHAPE_<d>_DIV`, `<LIST>_STRIDE_<d>_DIV`)"
             )
-        rules.append(derived)
+        rules.append(fact)
     return tuple(rules)
 
 
@@ -658,6 +674,7 @@ def bind_operator(
     )
     passed_names = {arg.name for arg in passed}
     multi = len(spec.variants) > 1
+    derived = _derived_generics(spec, spec_path)
     variants: list[VariantBinding] = []
     for variant in spec.variants:
         literal = [e for e in literal_entries or [] if e.variant == variant.name]
@@ -681,7 +698,7 @@ def bind_operator(
                     constants=_variant_constants(spec, dict(variant.constants), passed_names),
                     grid=(grid[0], grid[1], grid[2]),
                     params=sources,
-                    generics=_generic_rules(spec, entry, sources, arrays),
+                    generics=_generic_rules(spec, entry, sources, arrays, derived),
                     preconditions=_preconditions(entry, sources, arrays),
                     allowed_dtypes=_allowed_dtypes(spec, entry, sources),
                     literals=literals,
@@ -699,6 +716,16 @@ def bind_operator(
         variants=tuple(variants),
         uses_num_sms=_uses_num_sms(spec),
     )
+
+
+def _derived_generics(spec: PortSpec, spec_path: Path) -> dict[str, str]:
+    """The generics the kernel writer names after a local the kernel derives from its
+    constants (`NUM_TILES`), each with the local's spec expression."""
+    try:
+        source = read_kernel_source(spec_relative(spec_path, spec.source), spec.kernel)
+    except SourceError:
+        return {}
+    return {generic_name(name): expression for name, expression in source.derived.items()}
 
 
 def _check_c_names(order: list[str], arrays: tuple[ArrayBinding, ...]) -> None:
@@ -756,6 +783,9 @@ def fact_value(extent: ExtentKind, value: int, itemsize: int) -> int:
 def _generic_value(
     rule: GenericRule, constants: dict[str, bool | int | float], arrays: dict[str, ResolvedArray]
 ) -> tuple[int, str]:
+    if rule.kind == "derived" and rule.expression is not None:
+        derived = evaluate_int(rule.expression, constants)
+        return derived, str(derived)
     if rule.kind == "constant" and rule.constant is not None:
         value = constants[rule.constant]
         if isinstance(value, bool):

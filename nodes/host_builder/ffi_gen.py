@@ -206,7 +206,9 @@ class _Generator:
         grid = ", ".join(self._expr(Transpiler(variables), g, Kind.INT) for g in variant.grid)
         body.append(f"let grid = [{grid}];")
         body.append("rt::launch_grid(grid)?;")
-        generics = ", ".join(self._generic_code(variant, rule) for rule in variant.generics)
+        generics = ", ".join(
+            self._generic_code(variant, rule, Transpiler(variables)) for rule in variant.generics
+        )
         body.append(f"let generics = vec![{generics}];")
         if not variant.literals:
             return condition, _underscore_unused_constants(head + body)
@@ -256,7 +258,12 @@ class _Generator:
         extent = "Extent::Shape" if pre.kind == "shape" else "Extent::Stride"
         return f"args.{pre.array}.require_divisible({extent}, {pre.dim}, {pre.divisor})?;"
 
-    def _generic_code(self, variant: VariantBinding, rule: GenericRule) -> str:
+    def _generic_code(
+        self, variant: VariantBinding, rule: GenericRule, transpiler: Transpiler
+    ) -> str:
+        if rule.kind == "derived" and rule.expression is not None:
+            value = self._expr(transpiler, rule.expression, Kind.INT)
+            return f'Generic::Int(i64::from(rt::to_i32({value}, "{rule.name}")?))'
         if rule.kind == "element":
             return f"Generic::Element(args.{rule.arrays[0]}.dtype)"
         if rule.kind == "element_bytes":

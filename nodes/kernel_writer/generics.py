@@ -12,7 +12,9 @@ literal-specialised entries.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _NUMBER = re.compile(
@@ -20,6 +22,9 @@ _NUMBER = re.compile(
     r"(?![A-Za-z0-9_])"
 )
 _POW2_CAP = 1 << 16
+# How many candidates per constant, and combinations in all, a constrained probe tries.
+_CANDIDATES_EACH = 8
+_COMBINATIONS = 20_000
 # What precedes a number that is a constant op's value in a lifted line.
 _CONSTANT_VALUE = re.compile(r"(?:constant(?:_float_r\d+)?\(|generic_value::<)$")
 
@@ -136,6 +141,44 @@ def probe_values(
                 taken.add(candidate)
                 break
     return out
+
+
+def constrained_probe(
+    constants: dict[str, int],
+    avoid: set[int],
+    accept: Callable[[dict[str, int]], bool],
+    *,
+    upward: bool = False,
+) -> dict[str, int] | None:
+    """`probe_values`, or where `accept` refuses them (the probe would take another
+    side of a constant branch, or leave a derived number put), the first accepted
+    combination of each constant's candidates; constants with one base value may
+    then share a probe value (`TILE_SIZE == N` stays true). None where none is."""
+    first = probe_values(constants, avoid, upward=upward)
+    if set(first) == set(constants) and accept(first):
+        return first
+    taken = set(constants.values()) | set(avoid)
+    pools = [
+        [c for c in _candidates(value) if c > 0 and c not in taken and (c > value or not upward)][
+            :_CANDIDATES_EACH
+        ]
+        for value in constants.values()
+    ]
+    bases = list(constants.values())
+    # Distinct probes first: a shared one cannot tell its constants apart.
+    for shared_allowed in (False, True):
+        for combination in itertools.islice(itertools.product(*pools), _COMBINATIONS):
+            shared = {
+                (bases[i], bases[j])
+                for i, j in itertools.combinations(range(len(bases)), 2)
+                if combination[i] == combination[j]
+            }
+            if shared and (not shared_allowed or any(a != b for a, b in shared)):
+                continue
+            values = dict(zip(constants, combination, strict=True))
+            if accept(values):
+                return values
+    return None
 
 
 def _candidates(value: int) -> list[int]:

@@ -23,13 +23,21 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodes.analyzer.branches import ConstantBranch, Scope, branch_outcome
+from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
 from nodes.kernel_writer.errors import Blocked
-from nodes.kernel_writer.generics import Recovery, generic_name, probe_values, recover
+from nodes.kernel_writer.generics import (
+    Recovery,
+    constrained_probe,
+    generic_name,
+    probe_values,
+    recover,
+)
 from nodes.kernel_writer.lifter import FactSlot, LiftedKernel, Lifter, ParamLayout
 from nodes.kernel_writer.module import EntryCode, GenericParam, render_module
 from nodes.kernel_writer.naming import SourceNames, read_source
@@ -59,7 +67,7 @@ from schemas.reference_export import (
     ExportRecord,
     Specialisation,
 )
-from schemas.spec_expr import names_in
+from schemas.spec_expr import ExprError, evaluate, names_in
 from schemas.verdicts import KernelWriterVerdict
 from tileir.mlir import parse_module
 from toolchain.bytecode_dump import location_files
@@ -97,6 +105,12 @@ class _VariantPlan:
     generic_arrays: set[str]
     facts: dict[FactSlot, tuple[int, str]]  # launch fact -> (base value, generic)
     fact_sources: dict[str, str] = field(default_factory=dict)
+    # The kernel's constant branches (a probe keeps each on the base's side) and its
+    # locals derived from constants (`num_tiles`: `cdiv(N, TILE_SIZE)`), which
+    # become generics of their own where they move the IR.
+    branches: tuple[ConstantBranch, ...] = ()
+    cutile_modules: frozenset[str] = frozenset()
+    derived: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -212,7 +226,9 @@ def _fact(specialisation: Specialisation, array: str, what: str) -> int:
     return (facts.shape_divisible_by if kind == "shape" else facts.stride_divisible_by)[dim]
 
 
-def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
+def _plan(
+    spec: PortSpec, names: SourceNames, variant: Variant, source: KernelSource | None
+) -> _VariantPlan:
     checks: dict[str, _Check] = {}
     # A bytecode dump is its representative configuration's specialisation only.
     dumped = variant.reference_bytecode is not None
@@ -245,7 +261,70 @@ def _plan(spec: PortSpec, names: SourceNames, variant: Variant) -> _VariantPlan:
             "(UPSTREAM_GAPS.md G15)",
         )
     facts, sources = _fact_generics(layouts, ordered, base)
-    return _VariantPlan(variant, ordered, base, layouts, generic_arrays, facts, sources)
+    taken = {generic_name(name) for name in spec.constants}
+    derived = {
+        name: expression
+        for name, expression in (source.derived if source else {}).items()
+        if generic_name(name) not in taken
+    }
+    return _VariantPlan(
+        variant,
+        ordered,
+        base,
+        layouts,
+        generic_arrays,
+        facts,
+        sources,
+        tuple(source.branches if source else ()),
+        source.cutile_modules if source else frozenset(),
+        derived,
+    )
+
+
+def _kernel_source(path: Path, kernel: str) -> KernelSource | None:
+    """The analyzer's reading of the kernel (branches, derived locals); None where the
+    source cannot be read, and nothing is derived from it."""
+    try:
+        return read_kernel_source(path, kernel)
+    except SourceError:
+        return None
+
+
+def _constant_scope(specialisation: Specialisation) -> dict[str, bool | int | float]:
+    return {
+        name: arg.value
+        for name, arg in specialisation.params.items()
+        if isinstance(arg, ConstantArg) and isinstance(arg.value, bool | int | float)
+    }
+
+
+def _derived_values(
+    plan: _VariantPlan, constants: Mapping[str, bool | int | float]
+) -> dict[str, int]:
+    """The integer locals the kernel derives from these constant values."""
+    values: dict[str, int] = {}
+    for name, expression in plan.derived.items():
+        try:
+            value = evaluate(expression, constants)
+        except ExprError:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            values[name] = value
+    return values
+
+
+def _branch_sides(
+    plan: _VariantPlan, specialisation: Specialisation, constants: Mapping[str, int]
+) -> tuple[bool | None, ...]:
+    """The side of each constant branch a specialisation takes with `constants` in
+    place of its own values."""
+    dtypes = {
+        name: arg.facts.dtype
+        for name, arg in specialisation.params.items()
+        if isinstance(arg, ArrayArg)
+    }
+    scope = Scope({**_constant_scope(specialisation), **constants}, dtypes)
+    return tuple(branch_outcome(branch, scope, plan.cutile_modules) for branch in plan.branches)
 
 
 def _definition(spec: PortSpec, names: SourceNames) -> str:
@@ -400,6 +479,8 @@ def _generic_values(plan: _VariantPlan, check: _Check) -> dict[str, str]:
     if dtype is not None:
         values["E"] = DTYPE_ELEMENTS[dtype]
         values[ELEMENT_BYTES_GENERIC] = str(DTYPE_BYTES[dtype])
+    for name, value in _derived_values(plan, _constant_scope(check.spec)).items():
+        values[generic_name(name)] = str(value)
     for name, value in _int_constants(check.spec).items():
         values[generic_name(name)] = str(value)
     for slot, (_, name) in plan.facts.items():
@@ -424,10 +505,12 @@ def port_targets(spec_path: Path) -> list[PortTarget]:
     `reference/<label>.mlir` and `.bytecode` once it has exported them). Raises
     Blocked where the spec cannot be planned."""
     spec = load_port_spec(spec_path)
-    names = read_source(spec_relative(spec_path, spec.source), spec.kernel)
+    source = spec_relative(spec_path, spec.source)
+    names = read_source(source, spec.kernel)
+    kernel_source = _kernel_source(source, spec.kernel)
     targets = []
     for variant in spec.variants:
-        plan = _plan(spec, names, variant)
+        plan = _plan(spec, names, variant, kernel_source)
         entry = _entry_name(spec, variant)
         for check in plan.checks:
             values = _generic_values(plan, check)
@@ -507,6 +590,7 @@ class _Porter:
         self.spec = load_port_spec(spec_path)
         self.source = spec_relative(spec_path, self.spec.source)
         self.names = read_source(self.source, self.spec.kernel)
+        self.kernel_source = _kernel_source(self.source, self.spec.kernel)
         self.timings: dict[str, float] = {"reference_export_s": 0.0, "lift_s": 0.0}
         self.generics: list[RecoveredGeneric] = []
         self.literal_entries: list[LiteralEntry] = []
@@ -560,7 +644,8 @@ class _Porter:
         recovered_lines: list[str] | None = base.body
         used: list[str] = []
         reason = ""
-        probes = probe_values(constants, set())
+        accept = self.probe_check(plan, constants)
+        probes = constrained_probe(constants, set(), accept) or probe_values(constants, set())
         unprobed = sorted(set(constants) - set(probes))
         constants = {name: value for name, value in constants.items() if name in probes}
         if unprobed:
@@ -574,7 +659,9 @@ class _Porter:
             probe_dir = self.work / f"{plan.variant.name}-probe"
             # A second probe moving every constant up: a number that follows
             # several constants (H * SEQ_LEN) can stay put in the first.
-            second = probe_values(constants, set(probes.values()), upward=True)
+            second = constrained_probe(
+                constants, set(probes.values()), accept, upward=True
+            ) or probe_values(constants, set(probes.values()), upward=True)
             second_label = f"{plan.variant.name}__probe2"
             second_file = self.second_probe(plan, second, second_label, set(constants))
             try:
@@ -582,7 +669,11 @@ class _Porter:
                 started = time.perf_counter()
                 probe_file = probe_dir / f"{probe_label}.loc.mlir"
                 probe = _lift_file(probe_file, plan, kernel, self.names, peers=peers)
-                result = recover(base.body, probe.body, constants, probes)
+                # Derived locals first: a constant with the same values names them.
+                moved_base = {**self.derived_at(plan, {}), **constants}
+                moved_probe = {**self.derived_at(plan, probes), **probes}
+                moved_second = {**self.derived_at(plan, second), **second}
+                result = recover(base.body, probe.body, moved_base, moved_probe)
                 generic_constants = frozenset(
                     base.constant_lines[line]
                     for line in result.moved_lines
@@ -596,7 +687,7 @@ class _Porter:
                     probe = _lift_file(
                         probe_file, plan, kernel, self.names, generic_constants, peers=peers
                     )
-                    result = recover(base.body, probe.body, constants, probes)
+                    result = recover(base.body, probe.body, moved_base, moved_probe)
                 if result.lines is not None and second_file is not None:
                     again = _lift_file(
                         second_file,
@@ -606,7 +697,7 @@ class _Porter:
                         generic_constants,
                         peers=peers,
                     )
-                    check = recover(base.body, again.body, constants, second)
+                    check = recover(base.body, again.body, moved_base, moved_second)
                     if check.lines != result.lines:
                         result = (
                             check
@@ -634,20 +725,55 @@ class _Porter:
                 for name in used:
                     if any(g.name == generic_name(name) for g in self.generics):
                         continue
+                    moved = (
+                        f"differential export: {name} {moved_base[name]} -> "
+                        f"{moved_probe[name]} moved the IR exactly where "
+                        f"{generic_name(name)} stands"
+                    )
+                    derived = plan.derived.get(name) if name not in constants else None
                     self.generics.append(
                         RecoveredGeneric(
                             name=generic_name(name),
-                            kind="constant",
-                            source=name,
-                            how=f"differential export: {name} {constants[name]} -> "
-                            f"{probes[name]} moved the IR exactly where {generic_name(name)} "
-                            "stands",
+                            kind="constant" if derived is None else "derived",
+                            source=name if derived is None else derived,
+                            how=moved
+                            if derived is None
+                            else f"{moved}; the kernel computes {name} = {derived}, "
+                            "which the launcher computes",
                         )
                     )
         if recovered_lines is not None:
             entry = self.entry_code(kernel, plan, base, recovered_lines, used)
             return [_Lifted(entry, plan.variant.name, plan.checks, tuple(used))]
         return self.literal_variant(plan, references, reason, constants)
+
+    @staticmethod
+    def derived_at(plan: _VariantPlan, probes: Mapping[str, int]) -> dict[str, int]:
+        """The derived locals at the base's constants with `probes` in place."""
+        return _derived_values(plan, {**_constant_scope(plan.base.spec), **probes})
+
+    def probe_check(
+        self, plan: _VariantPlan, constants: dict[str, int]
+    ) -> Callable[[dict[str, int]], bool]:
+        """Whether probe values keep the base's structure (every constant branch on
+        the base's side) and move every derived local to a value pair of its own, so
+        that what moved names what it is."""
+        sides = _branch_sides(plan, plan.base.spec, {})
+        base = self.derived_at(plan, {})
+
+        def accept(probes: dict[str, int]) -> bool:
+            if _branch_sides(plan, plan.base.spec, probes) != sides:
+                return False
+            pairs = {(constants[name], probes[name]) for name in probes}
+            moved = self.derived_at(plan, probes)
+            for name, value in base.items():
+                pair = (value, moved.get(name, value))
+                if pair[0] == pair[1] or pair in pairs:
+                    return False
+                pairs.add(pair)
+            return True
+
+        return accept
 
     def second_probe(
         self, plan: _VariantPlan, values: dict[str, int], label: str, constants: set[str]
@@ -764,7 +890,9 @@ class _Porter:
 
     def port(self, started: float) -> PortReport:
         try:
-            plans = [_plan(self.spec, self.names, v) for v in self.spec.variants]
+            plans = [
+                _plan(self.spec, self.names, v, self.kernel_source) for v in self.spec.variants
+            ]
         except Blocked as err:
             return self.blocked(
                 started, [BlockedConstruct(op=err.op, location=err.location, missing=err.missing)]

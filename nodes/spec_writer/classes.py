@@ -15,6 +15,9 @@ recorded ones lack:
   derives from the extents follow them (`Rederive`: gelu's N_ELEMENTS is x's
   length), the others keep the source configuration's values; not where the
   configuration fixes strides or producers, which follow the recorded shapes.
+  Where a variant's condition holds only for aligned values of some extent (the
+  rows of an RMS norm fill their tiles), one configuration per extent made odd
+  alone stands in for it (`fallback`), each kept if it stays in the variant.
 
 The kernel writer proves the port on them as on any configuration; what varies
 becomes a generic (the element type `E`, fact generics like `X_SHAPE_0_DIV`).
@@ -44,6 +47,9 @@ class ClassConfig:
 
     config: dict[str, Any]
     source: str
+    # "dtype", "ragged", or "ragged_extent" (one extent made odd alone: kept only
+    # where the variant's ragged class is not).
+    kind: str = "dtype"
 
 
 def ragged(dims: dict[str, int]) -> bool:
@@ -81,13 +87,13 @@ def class_configs(
     taken = {c["name"] for c in configs}
     added: list[ClassConfig] = []
 
-    def add(config: dict[str, Any], source: str, suffix: str) -> None:
+    def add(config: dict[str, Any], source: str, suffix: str, kind: str = "dtype") -> None:
         name = f"{source}_{suffix}"
         while name in taken:
             name += "_"
         taken.add(name)
         config["name"] = name
-        added.append(ClassConfig(config, source))
+        added.append(ClassConfig(config, source, kind))
 
     dtypes = {(v, c["dtype"]) for c, v in zip(configs, variants, strict=True)}
     raggeds = {v for c, v in zip(configs, variants, strict=True) if ragged(c.get("dims", {}))}
@@ -104,15 +110,24 @@ def class_configs(
         odd = {name: _odd(value) for name, value in dims.items()}
         if variant in raggeds or not _layout_free(config) or not ragged(odd):
             continue
-        constants = rederive(config, odd) if config.get("constants") else {}
-        if constants is None:
-            continue
         raggeds.add(variant)
-        shaped = copy.deepcopy(config)
-        shaped["dims"] = odd
-        if constants:
-            shaped["constants"] = constants
-        add(shaped, config["name"], "ragged")
+        moved = [name for name, value in odd.items() if value != dims[name]]
+        for changed, suffix, kind in [
+            (odd, "ragged", "ragged"),
+            *(
+                ({**dims, name: value}, f"ragged_{name.lower()}", "ragged_extent")
+                for name, value in odd.items()
+                if value != dims[name] and len(moved) > 1
+            ),
+        ]:
+            constants = rederive(config, changed) if config.get("constants") else {}
+            if constants is None:
+                continue
+            shaped = copy.deepcopy(config)
+            shaped["dims"] = changed
+            if constants:
+                shaped["constants"] = constants
+            add(shaped, config["name"], suffix, kind)
     return added
 
 
@@ -128,6 +143,7 @@ def keep_serving(
     by_name = {c.name: c for c in spec.test_configs}
     dropped: list[str] = []
     candidates: list[tuple[ClassConfig, Config]] = []
+    variant_of: dict[str, str] = {}
     for item in added:
         name = item.config["name"]
         try:
@@ -143,8 +159,16 @@ def keep_serving(
             )
             continue
         candidates.append((item, config))
+        variant_of[name] = source.variant
     exported = compiles([config for _, config in candidates]) if candidates else set()
     for _, config in candidates:
         if config.name not in exported:
             dropped.append(f"{config.name}: the reference does not compile for it")
-    return [item for item, config in candidates if config.name in exported], dropped
+    served = [(item, config) for item, config in candidates if config.name in exported]
+    whole = {variant_of[config.name] for item, config in served if item.kind == "ragged"}
+    kept = []
+    for item, config in served:
+        if item.kind == "ragged_extent" and variant_of[config.name] in whole:
+            continue  # the variant's ragged class serves: one extent alone adds nothing
+        kept.append(item)
+    return kept, dropped

@@ -24,6 +24,7 @@ Every spec is validated by loading it back.
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 import json
 import os
@@ -752,6 +753,7 @@ class KernelSpec:
             if variant is not None and taken and record not in by_variant[variant]:
                 by_variant[variant].append(record)
         deciding = self.deciding_constants(keys) if self.widen else None
+        by_branches = self.branch_conditions(keys) if self.widen else None
         variants = []
         for key, variant in keys.items():
             members = by_variant.get(variant)
@@ -764,7 +766,9 @@ class KernelSpec:
             bound = dict(key[2]) if isinstance(key[2], tuple) else {}
             if bound and not self.bind_constants_per_config:
                 entry["constants"] = bound
-            if len(keys) > 1:
+            if len(keys) > 1 and by_branches is not None:
+                entry["when"] = by_branches[key]
+            elif len(keys) > 1:
                 conditions = (
                     (
                         _config_condition(
@@ -781,6 +785,51 @@ class KernelSpec:
                 entry["when"] = " or ".join(f"({c})" for c in dict.fromkeys(conditions))
             variants.append(entry)
         return variants
+
+    def branch_conditions(
+        self, keys: dict[tuple[object, ...], str]
+    ) -> dict[tuple[object, ...], str] | None:
+        """Each variant's condition as the kernel states it: the spec condition of
+        every constant branch its launches reach, or its negation, so that a launch
+        no record holds takes the side cuTile Python takes. None where the variants
+        differ in more than their branches (hints, unit extents) or a branch reads a
+        dtype."""
+        branches = self.source.branches if self.source else []
+        if not branches or len({key[1:] for key in keys}) > 1:
+            return None
+        conditions: dict[tuple[object, ...], str] = {}
+        for key in keys:
+            outcomes = key[0]
+            assert isinstance(outcomes, tuple)
+            parts = []
+            for branch, outcome in zip(branches, outcomes, strict=True):
+                if outcome is None:
+                    continue
+                condition = branch.spec_condition
+                if condition is None:
+                    return None
+                condition = self.over_bound_names(condition)
+                parts.append(condition if outcome else f"not ({condition})")
+            conditions[key] = " and ".join(f"({part})" for part in parts) or "True"
+        return conditions
+
+    def over_bound_names(self, condition: str) -> str:
+        """`condition` over what a configuration binds: a constant the spec derives
+        (its default) is written as its rule, itself over the extents."""
+        if self.bind_constants_per_config:
+            return condition
+        rules = {
+            name: ast.parse(str(rule), mode="eval").body
+            for name, rule in self.constant_rules.items()
+            if rule is not None
+        }
+        tree = ast.parse(condition, mode="eval").body
+        for _ in range(len(rules) + 1):  # a rule may name earlier constants
+            written = _Substitute(rules).visit(copy.deepcopy(tree))
+            if ast.dump(written) == ast.dump(tree):
+                break
+            tree = written
+        return ast.unparse(tree)
 
     def deciding_constants(self, keys: dict[tuple[object, ...], str]) -> list[str] | None:
         """The fewest constants (at most three) of those the configurations bind whose
@@ -824,6 +873,18 @@ class KernelSpec:
             where = (tuple(sorted(self.dim_values(record).items())), self.config_dtype(record))
             if seen.setdefault(where, self.variant_key(record)) != self.variant_key(record):
                 self.bind_constants_per_config = True
+
+
+class _Substitute(ast.NodeTransformer):
+    """Names replaced by expressions."""
+
+    def __init__(self, values: Mapping[str, ast.expr]) -> None:
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.values:
+            return copy.deepcopy(self.values[node.id])
+        return node
 
 
 def _with_config_dtypes(

@@ -3,13 +3,14 @@ style of the crate's own ops (descriptors in, `crate::ffi_util` macros, one
 `dispatch!` arm per element type).
 
 A symbol takes what `ct.launch` takes: every kernel argument in the kernel's
-order (tensors as `TensorDesc*`, constants and scalars as C numbers) and the
-grid. From them it picks the port's entry as the port spec's variants say
-(their conditions, and the constants an entry was specialised to), checks what
-that entry assumes (ranks, dtypes, extents, divisibilities), and derives the
-entry's generic arguments (constants, element type, launch facts) as the cuTile
-Python launch does. Anything else returns `rc::INVALID_ARGS` before any CUDA
-call: a launch the port was not proven for is never run.
+order (a tensor as its address, dtype code, extents and strides:
+`tensor_c_parameters`; constants and scalars as C numbers) and the grid. From them
+it picks the port's entry as the port spec's variants say (their conditions, and
+the constants an entry was specialised to), checks what that entry assumes
+(dtypes, extents, divisibilities), and derives the entry's generic arguments
+(constants, element type, launch facts) as the cuTile Python launch does. Anything
+else returns `rc::INVALID_ARGS` before any CUDA call: a launch the port was not
+proven for is never run.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ DTYPE_CODES: dict[DType, int] = {
     DType.INT64: 4,
 }
 MAX_RANK = 5  # ffi_util's TensorDesc holds five extents
+# The C and Rust types of a tensor's parts as a symbol takes them.
+TENSOR_PART_TYPES = {
+    "address": ("uint64_t", "u64"),
+    "dtype": ("int32_t", "i32"),
+    "shape": ("int64_t", "i64"),
+    "stride": ("int64_t", "i64"),
+}
 # C and Rust types of the non-tensor arguments.
 _CONSTANT_TYPES = {"int": ("int64_t", "i64"), "float": ("double", "f64"), "bool": ("bool", "bool")}
 _SCALAR_TYPES: dict[DType, tuple[str, str]] = {
@@ -72,6 +80,28 @@ macro_rules! checked {
         }
     };
 }
+"""
+
+
+_DESCRIPTOR_FUNCTION = f"""
+/// A tensor's descriptor from the parts a symbol takes (`R` extents and strides).
+fn descriptor<const R: usize>(
+    ptr: u64,
+    dtype: i32,
+    shape: [i64; R],
+    strides: [i64; R],
+) -> TensorDesc {{
+    let mut desc = TensorDesc {{
+        ptr,
+        ndim: R as i32,
+        shape: [0; {MAX_RANK}],
+        strides: [0; {MAX_RANK}],
+        dtype,
+    }};
+    desc.shape[..R].copy_from_slice(&shape);
+    desc.strides[..R].copy_from_slice(&strides);
+    desc
+}}
 """
 
 
@@ -115,6 +145,18 @@ def c_parameters(spec: PortSpec, order: list[str]) -> list[tuple[str, str]]:
     if clashes:
         raise FfiError(f"parameters {clashes} differ only in case")
     return params
+
+
+def tensor_c_parameters(name: str, rank: int) -> list[tuple[str, str]]:
+    """A tensor argument as a symbol takes it, part by part (name, kind): its address,
+    its ffi_util dtype code, its extents and its strides in elements. Plain numbers
+    cross cffi at a fraction of a packed `TensorDesc`'s cost."""
+    return [
+        (f"{name}_ptr", "address"),
+        (f"{name}_dtype", "dtype"),
+        *((f"{name}_shape_{d}", "shape") for d in range(rank)),
+        *((f"{name}_stride_{d}", "stride") for d in range(rank)),
+    ]
 
 
 def spec_variables(spec: PortSpec, bound: set[str]) -> dict[str, Variable]:
@@ -196,7 +238,9 @@ def _fact(rule: GenericRule) -> str:
     return f"rt::stride_fact({desc}.strides[{rule.dim}] as i64, {itemsize})"
 
 
-def _generic(rule: GenericRule) -> str:
+def _generic(rule: GenericRule, exprs: SpecExpr) -> str:
+    if rule.kind == "derived" and rule.expression is not None:
+        return f"lp::Generic::Int({exprs.rust(rule.expression, Kind.INT)})"
     if rule.kind == "element":
         return "lp::Generic::Element(dty)"
     if rule.kind == "constant" and rule.constant:
@@ -225,11 +269,11 @@ def _argument(source: ParamSource) -> str:
     raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
 
 
-def _launch(variant: VariantBinding) -> list[str]:
+def _launch(variant: VariantBinding, exprs: SpecExpr) -> list[str]:
     """One entry's launch on the caller's stream, as tileport's own launchers make it
     (`tileport_proven`: compiled as the kernel writer proved it, no launch-time
     hint; G17), evaluating to its `Result`."""
-    generics = f"&[{', '.join(_generic(r) for r in variant.generics)}]"
+    generics = f"&[{', '.join(_generic(r, exprs) for r in variant.generics)}]"
     return [
         f"// {variant.entry}, variant {variant.name}; generics "
         f"<{', '.join(r.name for r in variant.generics)}>.",
@@ -284,8 +328,13 @@ def render_ffi(
         f'pub unsafe extern "C" fn {sym}(',
     ]
     for name, ctype in params:
-        rust = "*const TensorDesc" if ctype == "tensor" else _rust_type(ctype)
-        lines.append(f"    {_variable(name) if ctype != 'tensor' else name}: {rust},")
+        if ctype == "tensor":
+            lines += [
+                f"    {part}: {TENSOR_PART_TYPES[kind][1]},"
+                for part, kind in tensor_c_parameters(name, spec.arrays[name].rank)
+            ]
+        else:
+            lines.append(f"    {_variable(name)}: {_rust_type(ctype)},")
     lines += [
         "    grid_x: u32,",
         "    grid_y: u32,",
@@ -298,8 +347,15 @@ def render_ffi(
         "    raw_stream: u64,",
         ") -> i32 {",
     ]
-    descs = ", ".join(f"{name}_d" for name in arrays)
-    lines.append(f"    let ({descs}) = crate::deref_descs!({', '.join(arrays)});")
+    lines.append("    // Each tensor's descriptor, as ffi_util reads one.")
+    for array in binding.arrays:
+        parts = dict(tensor_c_parameters(array.name, array.rank))
+        shape = ", ".join(p for p, kind in parts.items() if kind == "shape")
+        strides = ", ".join(p for p, kind in parts.items() if kind == "stride")
+        lines.append(
+            f"    let {array.name}_d = descriptor({array.name}_ptr, {array.name}_dtype, "
+            f"[{shape}], [{strides}]);"
+        )
     lines.append(f"    let dty: &'static str = crate::resolve_dtype!({(typed or arrays)[0]}_d);")
     checks: list[str] = []
     fixed: dict[str, set[DType]] = {}
@@ -308,7 +364,6 @@ def render_ffi(
             if name not in typed:
                 fixed.setdefault(name, set()).update(allowed)
     for array in binding.arrays:
-        checks.append(f"{array.name}_d.ndim != {array.rank}")
         if array.name in typed[1:]:
             checks.append(f"{array.name}_d.dtype != {typed[0]}_d.dtype")
         if len(fixed.get(array.name, ())) == 1:
@@ -317,10 +372,11 @@ def render_ffi(
             if code is None:
                 raise FfiError(f"{array.name}: {only.spec_name} has no ffi_util dtype code")
             checks.append(f"{array.name}_d.dtype != {code}")
-    lines.append("    // Rank and dtype of every descriptor, as the port was compiled for.")
-    lines.append(f"    if {' || '.join(checks)} {{")
-    lines.append(_refusal(sym, "a tensor's rank or dtype is not the port's"))
-    lines.append("    }")
+    if checks:
+        lines.append("    // The dtype of every tensor, as the port was compiled for.")
+        lines.append(f"    if {' || '.join(checks)} {{")
+        lines.append(_refusal(sym, "a tensor's dtype is not the port's"))
+        lines.append("    }")
 
     bound: list[str] = []
     extent_checks: list[str] = []
@@ -393,7 +449,7 @@ def render_ffi(
         "    };",
     ]
     if single:
-        launch = _launch(binding.variants[0])
+        launch = _launch(binding.variants[0], exprs)
         start = launch.index("unsafe {")
         launch[start] = "let launched = unsafe {"
         launch[-1] = "};"
@@ -401,7 +457,11 @@ def render_ffi(
         launch = ["let launched = match variant {"]
         for index, variant in enumerate(binding.variants):
             head = f"{index}" if index < len(binding.variants) - 1 else "_"
-            launch += [f"    {head} => {{", *(f"        {x}" for x in _launch(variant)), "    }"]
+            launch += [
+                f"    {head} => {{",
+                *(f"        {x}" for x in _launch(variant, exprs)),
+                "    }",
+            ]
         launch.append("};")
     lines += [f"    {line}" for line in launch]
     lines += [
@@ -473,6 +533,8 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         lines.append(f"use crate::{SPEC_ARITH_MODULE} as rt;")
     if "checked!(" in body:
         lines.append(_CHECKED_MACRO)
+    if "descriptor(" in body:
+        lines.append(_DESCRIPTOR_FUNCTION)
     lines.append("")
     for module, entries in uses.items():
         for entry in dict.fromkeys(entries):

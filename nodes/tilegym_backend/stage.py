@@ -201,6 +201,7 @@ def _deliver(op: str, port: _Port, kernels: int, source: str) -> _Delivered:
             kernel=spec.kernel,
             symbol=sym,
             parameters=tuple(params),
+            ranks=tuple((name, array.rank) for name, array in spec.arrays.items()),
             num_ctas=chosen.get("num_ctas"),
             occupancy=chosen.get("occupancy"),
         ),

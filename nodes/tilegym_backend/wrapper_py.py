@@ -2,11 +2,11 @@
 as TileGym wrote it (`op_source.host_code`), registered for the cutile-rs backend,
 with each `ct.launch` calling the kernel's port through `libcutile_kernels.so`.
 
-Each kernel name is bound to a `_Port` (its `cutile_<...>` symbol and how each
-argument crosses the cffi boundary), so a host that picks its kernel at run time
-(`k = _a if tma else _b`) launches the matching port. `_launch` keeps
-`ct.launch`'s signature: tensors go as `TensorDesc*`, constants and scalars as
-C numbers, the grid as three `uint32`.
+Each kernel name is bound to a function launching its port (its `cutile_<...>`
+symbol, each argument as it crosses the cffi boundary), so a host that picks its
+kernel at run time (`k = _a if tma else _b`) launches the matching port. `_launch`
+keeps `ct.launch`'s signature: a tensor goes as its address, dtype code, extents and
+strides, constants and scalars as C numbers, the grid as three `uint32`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import textwrap
 from dataclasses import dataclass
 
 from nodes.tilegym_backend.checkout import MARKER
+from nodes.tilegym_backend.ffi_rs import TENSOR_PART_TYPES, tensor_c_parameters
 from nodes.tilegym_backend.op_source import LAUNCH, HostCode
 
 
@@ -25,14 +26,26 @@ class PortFfi:
     kernel: str
     symbol: str
     parameters: tuple[tuple[str, str], ...]  # kernel parameter -> C type ("tensor" for arrays)
+    ranks: tuple[tuple[str, int], ...]  # each tensor parameter's rank
     num_ctas: int | None
     occupancy: int | None
 
+    def c_parameters(self) -> list[tuple[str, str]]:
+        """The symbol's C parameters (name, C type): each tensor part by part."""
+        ranks = dict(self.ranks)
+        params: list[tuple[str, str]] = []
+        for name, ctype in self.parameters:
+            if ctype == "tensor":
+                params += [
+                    (part, TENSOR_PART_TYPES[kind][0])
+                    for part, kind in tensor_c_parameters(name, ranks[name])
+                ]
+            else:
+                params.append((name, ctype))
+        return params
+
     def cdef(self) -> str:
-        params = [
-            f"const TensorDesc* {name}" if ctype == "tensor" else f"{ctype} {name}"
-            for name, ctype in self.parameters
-        ]
+        params = [f"{ctype} {name}" for name, ctype in self.c_parameters()]
         params += [
             "uint32_t grid_x",
             "uint32_t grid_y",
@@ -43,6 +56,70 @@ class PortFfi:
             "uint64_t raw_stream",
         ]
         return f"int32_t {self.symbol}(\n    " + ",\n    ".join(params) + ");"
+
+    def launcher(self) -> list[str]:
+        """The kernel's name in the module: a function making the launch straight
+        through (`ct.launch`'s argument list unpacked, each tensor's parts read once,
+        the compile hints as numbers), so that a call costs what cffi costs."""
+        ranks = dict(self.ranks)
+        names = [f"a_{name}" for name, _ in self.parameters]
+        tensors = [(f"a_{n}", ranks[n]) for n, ctype in self.parameters if ctype == "tensor"]
+        count = len(self.parameters)
+        lines = [
+            f"def {self.kernel}(stream, grid, args):",
+            f'    """ct.launch of {self.kernel} on {self.symbol}."""',
+            f"    if len(args) != {count}:",
+            f'        raise TypeError(f"{self.symbol} takes {count} arguments, got {{len(args)}}")',
+            f"    {', '.join(names)}{',' if count == 1 else ''} = args",
+        ]
+        if tensors:
+            ranked = " or ".join(f"{t}.dim() != {rank}" for t, rank in tensors)
+            lines += [
+                f"    if {ranked}:",
+                f"        raise ValueError(\"{self.symbol}: a tensor's rank is not the port's\")",
+                f"    device = {tensors[0][0]}.get_device()",
+                "    if device < 0:",
+                f'        raise ValueError("{self.symbol}: the tensors are not on a CUDA device")',
+            ]
+            for tensor, _ in tensors:
+                lines.append(
+                    f"    {tensor}_shape, {tensor}_stride = {tensor}.shape, {tensor}.stride()"
+                )
+        else:
+            lines.append("    device = torch.cuda.current_device()")
+        values: list[str] = []
+        for (name, ctype), local in zip(self.parameters, names, strict=True):
+            if ctype == "tensor":
+                values += [f"{local}.data_ptr()", f"_dtype_code({local})"]
+                values += [f"{local}_shape[{d}]" for d in range(ranks[name])]
+                values += [f"{local}_stride[{d}]" for d in range(ranks[name])]
+            elif ctype in ("double", "float"):
+                values.append(f"float({local})")
+            elif ctype == "bool":
+                values.append(f"bool({local})")
+            else:
+                values.append(f"int({local})")
+        hints = [_compile_option(self.num_ctas), _compile_option(self.occupancy)]
+        lines += [
+            "    grid_x, grid_y, grid_z = _grid(grid)",
+            f"    rc = _library().{self.symbol}(",
+            *(f"        {value}," for value in values),
+            "        grid_x,",
+            "        grid_y,",
+            "        grid_z,",
+            *(f"        {hint}," for hint in hints),
+            "        device,",
+            '        getattr(stream, "cuda_stream", stream),',
+            "    )",
+            "    if rc:",
+            f'        check_rc(rc, "{self.symbol}")',
+        ]
+        return lines
+
+
+def _compile_option(value: int | None) -> int:
+    """A compile hint as the symbol takes it: -1 where the kernel sets none."""
+    return -1 if value is None else int(value)
 
 
 def render_wrapper(op: str, source: str, host: HostCode, ports: list[PortFfi]) -> str:
@@ -57,14 +134,13 @@ def render_wrapper(op: str, source: str, host: HostCode, ports: list[PortFfi]) -
             f"{MARKER} from {source}: its host code as written there, each ct.launch of "
             f"{kernels} calling the kernel's cutile-rs port (checked against the cuTile "
             "Python reference's Tile IR and SASS). A launch the port was not proven for "
-            "(other constants, shapes or alignment than the recorded launches) is "
-            "refused with INVALID_ARGS, never run.",
+            "is refused with INVALID_ARGS, never run.",
             width=88,
         ),
         '"""',
         "",
         *sorted(
-            set(host.imports) | {"from typing import NamedTuple", "import torch"},
+            set(host.imports) | {"import torch"},
             key=_import_order,
         ),
         "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi",
@@ -78,82 +154,37 @@ def render_wrapper(op: str, source: str, host: HostCode, ports: list[PortFfi]) -
         *(p.cdef() for p in ports),
         '"""',
         "",
-        "_AUTO_COMPILE_OPTION = -1",
+        "# ffi_util's dtype code of each torch dtype, as make_tensor_desc packs it.",
+        "_DTYPE_CODES = {}",
         "",
         "",
-        "class _Port(NamedTuple):",
-        '    """A kernel\'s cutile-rs port: its symbol, the C type of each argument',
-        '    ("tensor" for a TensorDesc*) and the compile hints of its @ct.kernel."""',
+        "def _library():",
+        "    return bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[1]",
         "",
-        "    symbol: str",
-        "    arguments: tuple",
-        "    num_ctas: int | None",
-        "    occupancy: int | None",
+        "",
+        "def _dtype_code(tensor):",
+        '    """The tensor\'s dtype code; the first of a dtype is packed by make_tensor_desc,',
+        '    which refuses what it refuses."""',
+        "    code = _DTYPE_CODES.get(tensor.dtype)",
+        "    if code is None:",
+        "        ffi = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[0]",
+        "        code = _DTYPE_CODES[tensor.dtype] = make_tensor_desc(ffi, tensor).dtype",
+        "    return code",
+        "",
+        "",
+        "def _grid(grid):",
+        "    if len(grid) == 3:",
+        "        return grid",
+        "    return (*grid, 1, 1)[:3]",
         "",
         "",
     ]
     for port in ports:
-        kinds = ", ".join(f'"{ctype}"' for _, ctype in port.parameters)
-        kinds += "," if len(port.parameters) == 1 else ""
-        lines.append(
-            f'{port.kernel} = _Port("{port.symbol}", ({kinds}), {port.num_ctas}, {port.occupancy})'
-        )
+        lines += [*port.launcher(), "", ""]
     lines += [
-        "",
-        "",
-        "def _compile_option(value) -> int:",
-        "    return _AUTO_COMPILE_OPTION if value is None else int(value)",
-        "",
-        "",
-        "# ffi_util's dtype code of each torch dtype, as make_tensor_desc packed it first.",
-        "_DESCRIPTOR_CODES = {}",
-        "",
-        "",
-        "def _descriptor(ffi, tensor):",
-        '    """make_tensor_desc\'s TensorDesc in one cffi call: a call packs several."""',
-        "    code = _DESCRIPTOR_CODES.get(tensor.dtype)",
-        "    if code is None or not tensor.is_cuda or tensor.dim() > 5:",
-        "        desc = make_tensor_desc(ffi, tensor)  # refuses what it refuses",
-        "        _DESCRIPTOR_CODES[tensor.dtype] = desc.dtype",
-        "        return desc",
-        "    return ffi.new(",
-        '        "TensorDesc *",',
-        "        (tensor.data_ptr(), tensor.dim(), tensor.shape, tensor.stride(), code),",
-        "    )",
-        "",
-        "",
         f"def {LAUNCH}(stream, grid, kernel, args):",
         '    """ct.launch(stream, grid, kernel, args) on the kernel\'s port."""',
-        "    ffi, lib = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)",
-        "    if len(args) != len(kernel.arguments):",
-        "        raise TypeError(",
-        '            f"{kernel.symbol} takes {len(kernel.arguments)} arguments, got {len(args)}"',
-        "        )",
-        "    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))",
-        "    values = []",
-        "    device = None",
-        "    for kind, value in zip(kernel.arguments, args):",
-        '        if kind == "tensor":',
-        "            device = value.device if device is None else device",
-        "            values.append(_descriptor(ffi, value))  # kept alive by `values`",
-        '        elif kind in ("double", "float"):',
-        "            values.append(float(value))",
-        '        elif kind == "bool":',
-        "            values.append(bool(value))",
-        "        else:",
-        "            values.append(int(value))",
-        '    device = device if device is not None else torch.device("cuda")',
-        "    device_id = device.index if device.index is not None else torch.cuda.current_device()",
-        '    raw_stream = getattr(stream, "cuda_stream", stream)',
-        "    rc = getattr(lib, kernel.symbol)(",
-        "        *values,",
-        "        *grid,",
-        "        _compile_option(kernel.num_ctas),",
-        "        _compile_option(kernel.occupancy),",
-        "        int(device_id),",
-        "        int(raw_stream),",
-        "    )",
-        "    check_rc(rc, kernel.symbol)",
+        "    kernel(stream, grid, args)",
         "",
         "",
         host.body,

@@ -87,6 +87,26 @@ def test_a_constant_bounding_a_loop_stays_generic(tmp_path: Path) -> None:
     assert ".broadcast(shape![TILE])" in kernel
 
 
+def test_a_number_the_kernel_derives_from_constants_is_a_generic_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # `tiles = (N + TILE - 1) // TILE` bounds the loop (cuTile folds it to a number that
+    # follows no single constant) and `partial = N % TILE != 0` picks the gathers' bounds
+    # check (a structure, so the spec has a variant per side). Probes keep each variant
+    # on its side and move `tiles`: one entry per side serves every width.
+    report = port_kernel(FIXTURES / "row_absmax_tiles.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert all(c.sass_identical for c in report.checks)
+    derived = {g.name: g.source for g in report.generics if g.kind == "derived"}
+    assert derived == {"TILES": "(N + TILE - 1) // TILE"}
+    assert not report.literal_entries
+    kernel = (tmp_path / KERNEL_FILE).read_text()
+    assert "const TILES: i32" in kernel and "generic_value::<TILES>()" in kernel
+    args = {c.config: c.generic_args for c in report.checks}
+    # The width 200 takes four tiles of 64; 70 takes two.
+    assert "4" in args["partial__partial_f32"] and "2" in args["partial__partial_f16"]
+
+
 def test_an_unproven_generic_variant_is_made_literal() -> None:
     def check(config: str, variant: str, identical: bool) -> ConfigCheck:
         targets = [TargetCheck(target=t, sass_identical=identical) for t in ("sm_90", "sm_100")]

@@ -155,3 +155,41 @@ def test_keep_serving_asks_nothing_when_nothing_is_left(spec: PortSpec) -> None:
 
     kept, dropped = keep_serving(spec, [ClassConfig(_config("x", "float16"), "t0")], compiles)
     assert kept == [] and len(dropped) == 1
+
+
+def test_one_extent_ragged_alone_where_the_variant_holds_only_aligned_ones(
+    tmp_path: Any,
+) -> None:
+    # Rows of any count, columns that fill their tiles: the all-odd class leaves the
+    # variant, the rows made odd alone stay, so the rows' facts still become generics.
+    data = {
+        **SPEC,
+        "arrays": {
+            name: {"rank": 2, "shape": ["M", "W"], "dtypes": FLOATS, "role": role}
+            for name, role in (("x", "in"), ("y", "out"))
+        },
+        "grid": ["M"],
+        "variants": [
+            {"name": "full", "when": "W % 64 == 0"},
+            {"name": "partial", "when": "W % 64 != 0"},
+        ],
+        "test_configs": [
+            {"name": "t0", "dims": {"M": 32, "W": 256}, "dtype": "float16"},
+            {"name": "t1", "dims": {"M": 32, "W": 200}, "dtype": "float16"},
+        ],
+    }
+    spec = parse_port_spec(data, tmp_path / "rows.port.yaml")
+    configs = [dict(c) for c in data["test_configs"]]
+    added = [a for a in class_configs(configs, ["full", "partial"], _keep) if "ragged" in a.kind]
+    assert [(a.config["name"], a.kind) for a in added] == [
+        ("t0_ragged", "ragged"),
+        ("t0_ragged_m", "ragged_extent"),
+        ("t0_ragged_w", "ragged_extent"),
+        ("t1_ragged", "ragged"),
+        ("t1_ragged_m", "ragged_extent"),
+        ("t1_ragged_w", "ragged_extent"),
+    ]
+    kept, dropped = keep_serving(spec, added, lambda configs: {c.name for c in configs})
+    # `full` keeps its rows made odd alone; `partial`'s whole ragged class serves it.
+    assert [k.config["name"] for k in kept] == ["t0_ragged_m", "t1_ragged"]
+    assert {d.split(":")[0] for d in dropped} == {"t0_ragged", "t0_ragged_w"}

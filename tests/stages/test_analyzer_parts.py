@@ -300,3 +300,56 @@ def test_a_module_literal_decides_a_branch_as_its_value(tmp_path: Path) -> None:
         for mode in (0, 1)
     }
     assert outcome == {0: False, 1: True}
+
+
+def test_locals_of_constants_and_the_booleans_calls_take_from_them(tmp_path: Path) -> None:
+    # `tiles` and `partial` are numbers cuTile folds; `partial` handed to a gather picks
+    # its structure as an `if` would. A local bound twice, or reading an array, is not one.
+    path = tmp_path / "d.py"
+    path.write_text(
+        "import cuda.tile as ct\n\n"
+        "ConstInt = ct.Constant[int]\n\n"
+        "@ct.kernel\n"
+        "def d(x, N: ConstInt, TILE: ct.Constant[int]):\n"
+        "    tiles = ct.cdiv(N, TILE)\n"
+        "    partial = tiles * TILE != N\n"
+        "    width = max(N, 16) // 2\n"
+        "    twice = N\n"
+        "    twice = N * 2\n"
+        "    shaped = x.shape[0] * N\n"
+        "    for t in range(tiles):\n"
+        "        a = ct.gather(x, t, check_bounds=partial)\n"
+        "        b = ct.gather(x, t, check_bounds=partial, latency=tiles)\n"
+        "        c = ct.gather(x, t, check_bounds=N > 8 and TILE < 64)\n"
+    )
+    facts = read_kernel_source(path, "d")
+    assert facts.constant_parameters == ["N", "TILE"]  # ConstInt is ct.Constant[int]
+    assert facts.derived == {
+        "tiles": "cdiv(N, TILE)",
+        "partial": "cdiv(N, TILE) * TILE != N",
+        "width": "max(N, 16) // 2",
+    }
+    # One branch per distinct condition, written over the constants.
+    assert [(b.kind, b.spec_condition) for b in facts.branches] == [
+        ("argument", "cdiv(N, TILE) * TILE != N"),
+        ("argument", "N > 8 and TILE < 64"),
+    ]
+    partial = facts.branches[0]
+    sides = {
+        n: branch_outcome(partial, Scope({"N": n, "TILE": 64}, {}), facts.cutile_modules)
+        for n in (128, 130)
+    }
+    assert sides == {128: False, 130: True}
+
+
+def test_a_branch_reading_a_dtype_has_no_spec_condition(tmp_path: Path) -> None:
+    path = tmp_path / "t.py"
+    path.write_text(
+        "import cuda.tile as ct\n\n"
+        "@ct.kernel\n"
+        "def t(x, B: ct.Constant[int]):\n"
+        "    if x.dtype == ct.float16 and B > 2:\n"
+        "        pass\n"
+    )
+    (branch,) = read_kernel_source(path, "t").branches
+    assert branch.spec_condition is None

@@ -1,12 +1,16 @@
-"""The wrapper tileport writes into TileGym packs a tensor's descriptor in one cffi
-call; it must hold what TileGym's own `make_tensor_desc` packs field by field (real
-cffi, TileGym's unmodified packer read from its source, tensors stood in for: no
-torch here), and leave to TileGym's packer whatever that one refuses."""
+"""The wrapper tileport writes into TileGym passes each tensor to its port's symbol
+part by part (address, dtype code, extents, strides): the parts must be what
+TileGym's own `make_tensor_desc` packs, the constants and grid what `ct.launch`
+was given. Checked through real cffi against a C function of the symbol's
+declaration that keeps what it received (TileGym's unmodified packer read from its
+source, tensors stood in for: no torch or GPU here)."""
 
 from __future__ import annotations
 
 import ast
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,10 @@ from toolchain.env import REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
 UTILS = TILEGYM / "src/tilegym/backend/cutile_rs/utils.py"
-pytestmark = pytest.mark.skipif(not UTILS.is_file(), reason="no TileGym beside the checkout")
+pytestmark = [
+    pytest.mark.skipif(not UTILS.is_file(), reason="no TileGym beside the checkout"),
+    pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler"),
+]
 
 
 class FakeTensor:
@@ -30,7 +37,11 @@ class FakeTensor:
         self.shape = shape
         self._stride = stride
         self.is_cuda = True
-        self.device = "cpu"  # named in the refusal of a host tensor
+        self.device = "cuda:1"
+        self.ordinal = 1
+
+    def get_device(self) -> int:
+        return self.ordinal if self.is_cuda else -1
 
     def data_ptr(self) -> int:
         return 0x7F00_0000_1000
@@ -69,36 +80,120 @@ def _namespace(source: str, names: set[str]) -> dict[str, Any]:
     return namespace
 
 
-def _fields(desc: Any) -> tuple[Any, ...]:
-    return (desc.ptr, desc.ndim, list(desc.shape), list(desc.strides), desc.dtype)
+def _parts(desc: Any) -> list[int]:
+    """A packed descriptor as the symbol takes it: address, dtype, extents, strides."""
+    rank = desc.ndim
+    return [desc.ptr, desc.dtype, *desc.shape[0:rank], *desc.strides[0:rank]]
 
 
-def test_one_call_packs_what_make_tensor_desc_packs() -> None:
-    tilegym = _namespace(
-        UTILS.read_text(),
-        {"_DTYPE_CODE", "_TENSORDESC_MAX_DIMS", "_TENSORDESC_CDEF", "make_tensor_desc"},
-    )
-    port = PortFfi("_k", "cutile_k", (("x", "tensor"),), None, None)
-    wrapper = render_wrapper("k", "k.py", HostCode(imports=[], body="", kernels=["_k"]), [port])
-    ours = _namespace(wrapper, {"_DESCRIPTOR_CODES", "_descriptor"})
-    ours["make_tensor_desc"] = tilegym["make_tensor_desc"]
-    ffi = FFI()
-    ffi.cdef(tilegym["_TENSORDESC_CDEF"])
-    tensors = [
-        FakeTensor("float16", (3, 5), (5, 1)),
-        FakeTensor("float16", (7, 2, 9), (1, 63, 7)),  # strided, now from the one call
-        FakeTensor("bfloat16", (), ()),
-        FakeTensor("int64", (1, 1, 1, 1, 4), (4, 4, 4, 4, 1)),
-    ]
-    for tensor in tensors + tensors:  # the first of a dtype goes through TileGym's
-        assert _fields(ours["_descriptor"](ffi, tensor)) == _fields(
-            tilegym["make_tensor_desc"](ffi, tensor)
+PORT = PortFfi(
+    kernel="_k",
+    symbol="cutile_k",
+    parameters=(("x", "tensor"), ("N", "int64_t"), ("eps", "double"), ("y", "tensor")),
+    ranks=(("x", 2), ("y", 1)),
+    num_ctas=2,
+    occupancy=None,
+)
+SYMBOL_ARGUMENTS = 19  # x: 2 + 2 + 2, N, eps, y: 2 + 1 + 1, grid 3, hints 2, device, stream
+
+
+class _Recording:
+    """The generated module's launch functions over a C `cutile_k` that keeps its
+    arguments (as int64, in order) and returns the rc it is told."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tilegym = _namespace(
+            UTILS.read_text(),
+            {
+                "_DTYPE_CODE",
+                "_TENSORDESC_MAX_DIMS",
+                "_TENSORDESC_CDEF",
+                "make_tensor_desc",
+                "check_rc",
+                "_RC_MESSAGES",
+            },
         )
-    assert set(ours["_DESCRIPTOR_CODES"]) == {"float16", "bfloat16", "int64"}
-    # What TileGym's packer refuses, the wrapper refuses the same way.
-    with pytest.raises(ValueError, match="<= 5 dims"):
-        ours["_descriptor"](ffi, FakeTensor("float16", (1,) * 6, (1,) * 6))
-    host = FakeTensor("float16", (3,), (1,))
+        cdef = PORT.cdef()
+        params = cdef[cdef.index("(") + 1 : cdef.rindex(")")].split(",")
+        names = [p.split()[-1] for p in params]
+        body = "".join(f"    seen[{i}] = (int64_t){n};\n" for i, n in enumerate(names))
+        source = tmp_path / "k.c"
+        source.write_text(
+            "#include <stdint.h>\n#include <stdbool.h>\n"
+            "int64_t seen[32]; double seen_eps; int32_t next_rc;\n"
+            + cdef.removesuffix(";")
+            + " {\n"
+            + body
+            + "    seen_eps = eps;\n    return next_rc;\n}\n"
+        )
+        library = tmp_path / "libk.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", library, source], check=True)
+        ffi = FFI()
+        ffi.cdef(
+            self.tilegym["_TENSORDESC_CDEF"]
+            + cdef
+            + "\nextern int64_t seen[32]; extern double seen_eps; extern int32_t next_rc;"
+        )
+        self.lib = ffi.dlopen(str(library))
+        wrapper = render_wrapper("k", "k.py", HostCode(imports=[], body="", kernels=["_k"]), [PORT])
+        self.module = _namespace(
+            wrapper,
+            {
+                "_KERNEL",
+                "_FFI_CDEF",
+                "_DTYPE_CODES",
+                "_library",
+                "_dtype_code",
+                "_grid",
+                "_k",
+                "_launch",
+            },
+        )
+        self.module["bind_kernel_function_cffi"] = lambda kernel, cdef: (ffi, self.lib)
+        self.module["make_tensor_desc"] = self.tilegym["make_tensor_desc"]
+        self.module["check_rc"] = self.tilegym["check_rc"]
+        self.ffi = ffi
+
+    def launch(self, *args: Any, grid: tuple[int, ...] = (4,), stream: Any = 77) -> list[int]:
+        self.module["_launch"](stream, grid, self.module["_k"], args)
+        return list(self.lib.seen[0:SYMBOL_ARGUMENTS])
+
+
+def test_each_tensor_crosses_as_make_tensor_desc_packs_it(tmp_path: Path) -> None:
+    recording = _Recording(tmp_path)
+    cases = [
+        (FakeTensor("float16", (3, 5), (5, 1)), FakeTensor("float32", (5,), (1,))),
+        (FakeTensor("bfloat16", (7, 9), (1, 7)), FakeTensor("float32", (9,), (2,))),  # strided
+        (FakeTensor("float16", (1, 1), (1, 1)), FakeTensor("int64", (1,), (1,))),
+    ]
+    for x, y in cases + cases:  # the first of a dtype goes through TileGym's packer
+        seen = recording.launch(x, 1000, 1e-5, y, grid=(4, 2))
+        ffi = recording.ffi
+        desc_x = recording.tilegym["make_tensor_desc"](ffi, x)
+        desc_y = recording.tilegym["make_tensor_desc"](ffi, y)
+        assert seen[0:6] == _parts(desc_x)
+        assert seen[6] == 1000 and recording.lib.seen_eps == 1e-5
+        assert seen[8:12] == _parts(desc_y)
+        # The grid padded to three, the kernel's num_ctas, no occupancy, x's device.
+        assert seen[12:] == [4, 2, 1, 2, -1, 1, 77]
+    assert set(recording.module["_DTYPE_CODES"]) == {"float16", "bfloat16", "float32", "int64"}
+
+
+def test_what_the_port_cannot_take_is_refused_before_the_symbol(tmp_path: Path) -> None:
+    recording = _Recording(tmp_path)
+    x, y = FakeTensor("float16", (3, 5), (5, 1)), FakeTensor("float16", (5,), (1,))
+    with pytest.raises(TypeError, match="takes 4 arguments, got 3"):
+        recording.launch(x, 1, y)
+    with pytest.raises(ValueError, match="rank is not the port's"):
+        recording.launch(y, 1, 0.5, y)
+    host = FakeTensor("float16", (3, 5), (5, 1))
     host.is_cuda = False
-    with pytest.raises(ValueError, match="requires a CUDA tensor"):
-        ours["_descriptor"](ffi, host)
+    with pytest.raises(ValueError, match="not on a CUDA device"):
+        recording.launch(host, 1, 0.5, y)
+    # A dtype TileGym's packer has no code for is refused as it refuses it.
+    with pytest.raises(NotImplementedError, match="not supported"):
+        recording.launch(FakeTensor("complex64", (3, 5), (5, 1)), 1, 0.5, y)
+    # What the symbol refuses comes back as TileGym's check_rc says it.
+    recording.lib.next_rc = -6
+    with pytest.raises(RuntimeError, match=r"cutile_k failed \(rc=-6\): invalid arguments"):
+        recording.launch(x, 1, 0.5, y)
