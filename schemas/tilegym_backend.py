@@ -134,7 +134,10 @@ class CallCost(_Strict):
     port_stream_us: float = Field(description="The stream's time per cutile-rs call.")
     launch_us: float = Field(description="The written module's `_launch` alone.")
     symbol_us: float = Field(description="The C symbol alone: the Rust side.")
-    descriptors_us: float = Field(description="The tensor descriptors alone.")
+    ct_launch_us: float = Field(
+        description="cuTile Python's `ct.launch` alone, with the arguments the cutile op "
+        "gave it: what `_launch` stands in for."
+    )
 
 
 class CallCostReport(_Strict):

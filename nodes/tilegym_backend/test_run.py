@@ -27,9 +27,8 @@ from schemas.tilegym_backend import OpTestResult, TestRunReport
 CRATE = CUTILE_RS / "cutile_kernels"
 LIBRARY = CRATE / "target" / "release" / "libcutile_kernels.so"
 USAGE_ERROR = 2
-# TileGym's benchmarks (`test_perf*`): their launches are not among the recorded
-# ones (captures leave them out), so a port, proven only for recorded launches,
-# refuses them; record them (docs/CAPTURE.md) to run them.
+# TileGym's benchmarks (`test_perf*`): run apart (`--benchmarks`), since they time
+# every backend and take longer than the op's tests.
 BENCHMARKS = "test_perf"
 NO_GPU = 4
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)\b")
@@ -131,11 +130,11 @@ def build_crate(checkout: Path, log: Path) -> Path:
     return placed
 
 
-def op_tests(checkout: Path, test: Path, op: str) -> list[str]:
+def op_tests(checkout: Path, test: Path, op: str, *, benchmarks: bool = False) -> list[str]:
     """The pytest node ids of the test functions in `test` that call `op`
-    (`tilegym.ops.<op>(...)`, or `<op>(...)` imported), benchmarks left out; the
-    whole file when none does. A file can hold several ops' tests
-    (experimental/test_mhc.py holds three)."""
+    (`tilegym.ops.<op>(...)`, or `<op>(...)` imported), benchmarks left out (or only
+    them, with `benchmarks`); the whole file when no test does (no benchmark: none).
+    A file can hold several ops' tests (experimental/test_mhc.py holds three)."""
     tree = ast.parse((checkout / test).read_text(encoding="utf-8"))
     ids: list[str] = []
     scopes: list[ast.Module | ast.ClassDef] = [tree]
@@ -147,7 +146,7 @@ def op_tests(checkout: Path, test: Path, op: str) -> list[str]:
             for n in scope.body
             if isinstance(n, ast.FunctionDef)
             and n.name.startswith("test")
-            and not n.name.startswith(BENCHMARKS)
+            and n.name.startswith(BENCHMARKS) == benchmarks
         ]
         ids += [
             prefix + node.name
@@ -158,17 +157,23 @@ def op_tests(checkout: Path, test: Path, op: str) -> list[str]:
                 for n in ast.walk(node)
             )
         ]
-    return ids or [str(test)]
+    return ids or ([] if benchmarks else [str(test)])
 
 
-def run_op(checkout: Path, op: str, timeout_s: int, log_dir: Path) -> OpTestResult:
-    """One op's tests; pytest's output goes to `log_dir/<op>.log`."""
+def run_op(
+    checkout: Path, op: str, timeout_s: int, log_dir: Path, *, benchmarks: bool = False
+) -> OpTestResult | None:
+    """One op's tests (its benchmarks: None where it has none); pytest's output goes to
+    `log_dir/<op>.log` (`<op>-benchmarks.log`)."""
     test = find_test(checkout, op)
+    selected = op_tests(checkout, test, op, benchmarks=benchmarks)
+    if not selected:
+        return None
     argv = [
         sys.executable,
         "-m",
         "pytest",
-        *op_tests(checkout, test, op),
+        *selected,
         "-q",
         "-rfEs",  # each failure's and skip's one-line reason in the log
         "-k",
@@ -197,7 +202,8 @@ def run_op(checkout: Path, op: str, timeout_s: int, log_dir: Path) -> OpTestResu
         partial = expired.stdout or ""
         output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
         output, code = output + f"\n(stopped after {timeout_s} s)\n", 124
-    (log_dir / f"{op}.log").write_text(output, encoding="utf-8")
+    log = f"{op}-benchmarks.log" if benchmarks else f"{op}.log"
+    (log_dir / log).write_text(output, encoding="utf-8")
     counts = parse_counts(output)
     return OpTestResult(
         op=op,
@@ -209,10 +215,16 @@ def run_op(checkout: Path, op: str, timeout_s: int, log_dir: Path) -> OpTestResu
 
 
 def run_tests(
-    checkout: Path, ops: list[str], log_dir: Path, timeout_s: int, *, build: bool = True
+    checkout: Path,
+    ops: list[str],
+    log_dir: Path,
+    timeout_s: int,
+    *,
+    build: bool = True,
+    benchmarks: bool = False,
 ) -> TestRunReport:
-    """Every op's test file; `build=False` takes the library already in the crate's
-    target (FileNotFoundError when there is none)."""
+    """Every op's tests (or benchmarks); `build=False` takes the library already in the
+    crate's target (FileNotFoundError when there is none)."""
     gpu, driver = gpu_and_driver()
     log_dir.mkdir(parents=True, exist_ok=True)
     if build:
@@ -225,7 +237,11 @@ def run_tests(
         gpu=gpu,
         driver=driver,
         toolchain=toolchain(checkout, build),
-        ops=[run_op(checkout, op, timeout_s, log_dir) for op in ops],
+        ops=[
+            result
+            for op in ops
+            if (result := run_op(checkout, op, timeout_s, log_dir, benchmarks=benchmarks))
+        ],
     )
 
 
@@ -275,6 +291,12 @@ def add_test_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"use the library already at {LIBRARY} (built on the build machine; a GPU "
         "host without cargo)",
     )
+    parser.add_argument(
+        "--benchmarks",
+        action="store_true",
+        help="run the ops' benchmarks (`test_perf*`, every backend timed) instead of their "
+        "tests; results in tilegym-benchmarks-<date>.{json,md}",
+    )
 
 
 def test_command(args: argparse.Namespace) -> int:
@@ -284,14 +306,22 @@ def test_command(args: argparse.Namespace) -> int:
         print(f"tileport tilegym test: no op added to {checkout}", file=sys.stderr)
         return USAGE_ERROR
     try:
-        report = run_tests(checkout, ops, args.out / "logs", args.timeout, build=not args.no_build)
+        report = run_tests(
+            checkout,
+            ops,
+            args.out / "logs",
+            args.timeout,
+            build=not args.no_build,
+            benchmarks=args.benchmarks,
+        )
     except NoGpu as error:
         print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
         return NO_GPU
     except (FileNotFoundError, RuntimeError) as error:
         print(f"tileport tilegym test: {error}", file=sys.stderr)
         return USAGE_ERROR
-    stem = args.out / f"tilegym-tests-{report.date}"
+    kind = "benchmarks" if args.benchmarks else "tests"
+    stem = args.out / f"tilegym-{kind}-{report.date}"
     if args.merge:
         report = merged(stem.with_suffix(".json"), report)
     stem.with_suffix(".json").write_text(report.model_dump_json(indent=2) + "\n")

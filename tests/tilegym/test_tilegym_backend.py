@@ -228,6 +228,11 @@ def test_an_ops_tests_are_the_functions_calling_it_without_benchmarks(tmp_path: 
     ]
     assert test_run.op_tests(tmp_path, relative, "b_op") == ["tests/ops/test_pair.py::T::test_b"]
     assert test_run.op_tests(tmp_path, relative, "c_op") == ["tests/ops/test_pair.py"]
+    # `--benchmarks` runs the benchmarks alone; an op with none has nothing to run.
+    assert test_run.op_tests(tmp_path, relative, "a_op", benchmarks=True) == [
+        "tests/ops/test_pair.py::T::test_perf_a"
+    ]
+    assert test_run.op_tests(tmp_path, relative, "b_op", benchmarks=True) == []
 
 
 @needs_tilegym
