@@ -142,6 +142,7 @@ class _Recording:
                 "_KERNEL",
                 "_FFI_CDEF",
                 "_DTYPE_CODES",
+                "_LIBRARY",
                 "_library",
                 "_dtype_code",
                 "_grid",
