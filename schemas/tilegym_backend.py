@@ -83,6 +83,11 @@ class SweepCall(_Strict):
     dtype: str
     arguments: dict[str, ArgumentValue] = Field(default_factory=dict)
     seed: int = Field(description="The seed of the call's random tensors.")
+    offset: int = Field(
+        default=0,
+        description="Elements the input starts past its allocation's start (1: not "
+        "16-byte aligned, as a view `x[1:]` is).",
+    )
 
 
 class SweepCallResult(_Strict):

@@ -17,7 +17,9 @@ recorded ones lack:
   configuration fixes strides or producers, which follow the recorded shapes.
   Where a variant's condition holds only for aligned values of some extent (the
   rows of an RMS norm fill their tiles), one configuration per extent made odd
-  alone stands in for it (`fallback`), each kept if it stays in the variant.
+  alone stands in for it (`ragged_extent`), each kept if it stays in the variant;
+- an unaligned configuration: every array starting one element past a 16-byte
+  boundary (a view such as `x[1:]`), so every address fact takes its weakest value.
 
 The kernel writer proves the port on them as on any configuration; what varies
 becomes a generic (the element type `E`, fact generics like `X_SHAPE_0_DIV`).
@@ -47,8 +49,8 @@ class ClassConfig:
 
     config: dict[str, Any]
     source: str
-    # "dtype", "ragged", or "ragged_extent" (one extent made odd alone: kept only
-    # where the variant's ragged class is not).
+    # "dtype", "ragged", "ragged_extent" (one extent made odd alone: kept only where
+    # the variant's ragged class is not) or "unaligned".
     kind: str = "dtype"
 
 
@@ -79,11 +81,15 @@ def _layout_free(config: dict[str, Any]) -> bool:
 
 
 def class_configs(
-    configs: Sequence[dict[str, Any]], variants: Sequence[str], rederive: Rederive
+    configs: Sequence[dict[str, Any]],
+    variants: Sequence[str],
+    rederive: Rederive,
+    arrays: Sequence[str] = (),
 ) -> list[ClassConfig]:
     """The configurations to add, `variants[i]` being the variant of `configs[i]`:
-    per variant, the element types and the ragged class none of its configurations
-    has, each made from the variant's first configuration that can take it."""
+    per variant, the element types, the ragged and the unaligned class (of `arrays`)
+    none of its configurations has, each made from the variant's first configuration
+    that can take it."""
     taken = {c["name"] for c in configs}
     added: list[ClassConfig] = []
 
@@ -96,6 +102,7 @@ def class_configs(
         added.append(ClassConfig(config, source, kind))
 
     dtypes = {(v, c["dtype"]) for c, v in zip(configs, variants, strict=True)}
+    unaligned = {v for c, v in zip(configs, variants, strict=True) if c.get("storage_offsets")}
     raggeds = {v for c, v in zip(configs, variants, strict=True) if ragged(c.get("dims", {}))}
     for config, variant in zip(configs, variants, strict=True):
         if config.get("producers") or config["dtype"] not in FLOAT_CLASSES:
@@ -106,6 +113,11 @@ def class_configs(
                 widened = copy.deepcopy(config)
                 widened["dtype"] = dtype
                 add(widened, config["name"], f"as_{dtype}")
+        if variant not in unaligned and _layout_free(config) and arrays:
+            unaligned.add(variant)
+            shifted = copy.deepcopy(config)
+            shifted["storage_offsets"] = {name: 1 for name in arrays}
+            add(shifted, config["name"], "unaligned", "unaligned")
         dims = config.get("dims", {})
         odd = {name: _odd(value) for name, value in dims.items()}
         if variant in raggeds or not _layout_free(config) or not ragged(odd):

@@ -649,7 +649,12 @@ class KernelSpec:
         ]
         self._add_producers([*tests, *perf], [*configs, *perf_configs], reads)
         self.added = (
-            class_configs(configs, [keys[self.variant_key(r)] for r in tests], self.rederive)
+            class_configs(
+                configs,
+                [keys[self.variant_key(r)] for r in tests],
+                self.rederive,
+                [name for name in self.arrays if name not in self.lists],
+            )
             if self.widen
             else []
         )

@@ -4,7 +4,8 @@ the oracle (`tileport tilegym sweep`, on a GPU host).
 The calls are drawn from what the op's cutile implementation accepts, read from its
 source (`op_source.find_op`), never from recorded launches: the input is a 2-D
 tensor of drawn extents (1, ragged, unaligned, up to 4096) in float32, float16 or
-bfloat16; `normalized_shape`, `weight` and `bias` fit its last extent; `eps` is
+bfloat16, one time in four starting one element into its allocation (a view, not
+16-byte aligned); `normalized_shape`, `weight` and `bias` fit its last extent; `eps` is
 1e-5; a parameter with a bool default is drawn, and so is one with a str or None
 default among the string literals the module compares it with (`mode ==
 "static_persistent"`); every other parameter with a default keeps it. A parameter
@@ -51,6 +52,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 MAX_EXTENT = 4096
 MAX_ELEMENTS = 1 << 24  # inputs of at most 64 MiB in float32
 EPS = 1e-5
+UNALIGNED_SHARE = 0.25  # of the calls whose input starts one element in
 # Tensors beside the input, shaped like its last extent.
 LAST_EXTENT_TENSORS = ("weight", "bias")
 USAGE_ERROR = 2
@@ -163,6 +165,7 @@ def draw_call(signature: OpSignature, rng: random.Random) -> SweepCall:
         dtype=rng.choice(DTYPES),
         arguments=arguments,
         seed=rng.randrange(1 << 31),
+        offset=1 if rng.random() < UNALIGNED_SHARE else 0,
     )
 
 
@@ -195,7 +198,11 @@ def public_op(op: str) -> Callable[..., Any]:
 def call_inputs(call: SweepCall, torch: Any) -> tuple[Any, dict[str, Any]]:
     generator = torch.Generator(device="cuda").manual_seed(call.seed)
     dtype = getattr(torch, call.dtype)
-    x = torch.randn(call.shape, dtype=dtype, device="cuda", generator=generator)
+    x = _placed(
+        torch.randn(call.shape, dtype=dtype, device="cuda", generator=generator),
+        call.offset,
+        torch,
+    )
     kwargs: dict[str, Any] = {}
     for name, value in call.arguments.items():
         if value == "tensor" and name in LAST_EXTENT_TENSORS:
@@ -209,8 +216,22 @@ def call_inputs(call: SweepCall, torch: Any) -> tuple[Any, dict[str, Any]]:
     return x, kwargs
 
 
+def _placed(tensor: Any, offset: int, torch: Any) -> Any:
+    """`tensor`'s values in a contiguous view starting `offset` elements into a fresh
+    allocation."""
+    if not offset:
+        return tensor
+    buffer = torch.empty(tensor.numel() + offset, dtype=tensor.dtype, device=tensor.device)
+    view = buffer[offset:].view(tensor.shape)
+    view.copy_(tensor)
+    return view
+
+
 def _copies(x: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    return x.clone(), {k: v.clone() if hasattr(v, "clone") else v for k, v in kwargs.items()}
+    import torch
+
+    copied = {k: v.clone() if hasattr(v, "clone") else v for k, v in kwargs.items()}
+    return _placed(x.clone(), x.storage_offset(), torch), copied
 
 
 def _tensors(output: Any) -> list[Any]:
@@ -315,6 +336,18 @@ def summarise(op: str, results: list[SweepCallResult]) -> SweepOpSummary:
     )
 
 
+def _coverage(calls: list[SweepCall]) -> str:
+    """What the drawn calls hold: unaligned inputs, extents of 1, ragged extents, dtypes."""
+    unaligned = sum(1 for c in calls if c.offset)
+    unit = sum(1 for c in calls if 1 in c.shape)
+    ragged = sum(1 for c in calls if any(e > 1 and e % 16 for e in c.shape))
+    dtypes = ", ".join(f"{d} {sum(1 for c in calls if c.dtype == d)}" for d in DTYPES)
+    return (
+        f"Drawn: {unaligned} with an input not 16-byte aligned, {unit} with an extent of 1, "
+        f"{ragged} with a ragged extent (not a multiple of 16); {dtypes}."
+    )
+
+
 def markdown(report: SweepReport) -> str:
     lines = [
         f"# TileGym ops through `tilegym.ops`: cutile-rs against cutile, {report.date}",
@@ -324,6 +357,7 @@ def markdown(report: SweepReport) -> str:
         "",
         f"{report.calls} calls the cutile backend serves: {report.served} served by the "
         f"port bitwise equal, {report.mismatches} not equal, {report.refused} refused.",
+        _coverage([r.call for r in report.results if r.outcome is not SweepOutcome.ORACLE_REFUSED]),
         "",
         "| op | calls | served | refused | mismatches | port us (median) | cutile us (median) |",
         "|---|---|---|---|---|---|---|",

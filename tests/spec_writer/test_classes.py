@@ -193,3 +193,16 @@ def test_one_extent_ragged_alone_where_the_variant_holds_only_aligned_ones(
     # `full` keeps its rows made odd alone; `partial`'s whole ragged class serves it.
     assert [k.config["name"] for k in kept] == ["t0_ragged_m", "t1_ragged"]
     assert {d.split(":")[0] for d in dropped} == {"t0_ragged", "t0_ragged_w"}
+
+
+def test_an_unaligned_class_per_variant_where_none_is_recorded() -> None:
+    configs = [
+        _config("t0_float32", "float32", X_0=64),
+        {**_config("t1_float32", "float32", X_0=64), "storage_offsets": {"x": 1}},
+        {**_config("t2_float32", "float32", X_0=64), "strides": {"x": [2]}},
+    ]
+    added = class_configs(configs, ["v0", "v1", "v2"], _keep, ["x", "y"])
+    unaligned = [(a.config["name"], a.config.get("storage_offsets")) for a in added]
+    unaligned = [u for u in unaligned if u[0].endswith("_unaligned")]
+    # v1 has one recorded; v2 fixes its layout, which the offset would break.
+    assert unaligned == [("t0_float32_unaligned", {"x": 1, "y": 1})]

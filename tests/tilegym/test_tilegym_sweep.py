@@ -137,7 +137,7 @@ def test_the_call_cost_needs_a_gpu_and_tables_what_it_measured(tmp_path: Path) -
         port_stream_us=71.2,
         launch_us=50.2,
         symbol_us=41.0,
-        descriptors_us=3.5,
+        ct_launch_us=3.5,
     )
     report = CallCostReport(date="2026-12-06", gpu="H", driver="580", command="c", ops=[cost])
     table = render_markdown(report)
@@ -154,11 +154,12 @@ def test_modes_are_the_strings_the_source_compares() -> None:
 
 def test_outcomes_are_counted_apart_and_the_oracles_refusals_not_at_all() -> None:
     call = SweepCall(op="relu", shape=[3, 5], dtype="bfloat16", seed=1)
+    view = SweepCall(op="relu", shape=[1, 32], dtype="float32", seed=2, offset=1)
     results = [
         SweepCallResult(call=call, outcome=SweepOutcome.SERVED, port_us=10.0, cutile_us=20.0),
         SweepCallResult(call=call, outcome=SweepOutcome.SERVED, port_us=30.0, cutile_us=40.0),
         SweepCallResult(call=call, outcome=SweepOutcome.MISMATCH, port_us=50.0, cutile_us=60.0),
-        SweepCallResult(call=call, outcome=SweepOutcome.REFUSED, detail="RuntimeError: rc=-6"),
+        SweepCallResult(call=view, outcome=SweepOutcome.REFUSED, detail="RuntimeError: rc=-6"),
         SweepCallResult(call=call, outcome=SweepOutcome.ORACLE_REFUSED, detail="ValueError"),
     ]
     summary = summarise("relu", results)
@@ -181,6 +182,10 @@ def test_outcomes_are_counted_apart_and_the_oracles_refusals_not_at_all() -> Non
     table = markdown(report)
     assert "| relu | 4 | 2 | 1 | 1 | 30.0 | 40.0 |" in table
     assert "| relu: RuntimeError: rc=-N | 1 |" in table
+    assert (
+        "Drawn: 1 with an input not 16-byte aligned, 1 with an extent of 1, 3 with a ragged "
+        "extent (not a multiple of 16); float32 1, float16 0, bfloat16 3." in table
+    )
 
 
 def _part(op: str, seed: int, outcomes: list[SweepOutcome]) -> SweepReport:
