@@ -5,9 +5,10 @@ values and at probe values chosen so that no two constants coincide (and no
 probe equals any base value). Both exports are lifted to Rust by the same
 deterministic lifter, so the two texts differ only where a constant moved the
 IR. Each number that moved from a constant's base value to its probe value is
-that constant's generic; anything else that moved (`2 * TILE`, a structural
-change) cannot be a generic on stable Rust, and the variant falls back to
-literal-specialised entries.
+that constant's generic, and one that moved as a local the kernel derives from
+its constants (`num_tiles`, passed in with them) is that local's; anything else
+that moved (`2 * TILE` with no local naming it, a structural change) cannot be a
+generic on stable Rust, and the variant falls back to literal-specialised entries.
 """
 
 from __future__ import annotations
