@@ -104,7 +104,10 @@ def class_configs(
     dtypes = {(v, c["dtype"]) for c, v in zip(configs, variants, strict=True)}
     unaligned = {v for c, v in zip(configs, variants, strict=True) if c.get("storage_offsets")}
     raggeds = {v for c, v in zip(configs, variants, strict=True) if ragged(c.get("dims", {}))}
-    for config, variant in zip(configs, variants, strict=True):
+    pairs = list(zip(configs, variants, strict=True))
+    # A configuration naming the arrays that keep their dtype (`array_dtypes`) first:
+    # in one whose arrays all have its dtype, every array would take the new one.
+    for config, variant in sorted(pairs, key=lambda pair: not pair[0].get("array_dtypes")):
         if config.get("producers") or config["dtype"] not in FLOAT_CLASSES:
             continue
         for dtype in FLOAT_CLASSES:
@@ -113,6 +116,9 @@ def class_configs(
                 widened = copy.deepcopy(config)
                 widened["dtype"] = dtype
                 add(widened, config["name"], f"as_{dtype}")
+    for config, variant in pairs:
+        if config.get("producers") or config["dtype"] not in FLOAT_CLASSES:
+            continue
         if variant not in unaligned and _layout_free(config) and arrays:
             unaligned.add(variant)
             shifted = copy.deepcopy(config)

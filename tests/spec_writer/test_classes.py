@@ -57,13 +57,13 @@ def test_classes_per_variant_and_what_is_not_widened() -> None:
         "t0_float32_as_bfloat16",
         "t2_float16_as_float32",
         "t2_float16_as_bfloat16",
-        "t2_float16_ragged",
         "t3_float16_as_float32",
         "t3_float16_as_bfloat16",
+        "t2_float16_ragged",
         "t3_float16_ragged",
     ]
     # A bound constant no rule derives keeps its value; an extent of 1 stays 1.
-    assert added[4].config["constants"] == {"N": 32}
+    assert added[6].config["constants"] == {"N": 32}
     assert added[-1].config["dims"] == {"X_0": 31, "Y_1": 1}
 
 
@@ -193,6 +193,17 @@ def test_one_extent_ragged_alone_where_the_variant_holds_only_aligned_ones(
     # `full` keeps its rows made odd alone; `partial`'s whole ragged class serves it.
     assert [k.config["name"] for k in kept] == ["t0_ragged_m", "t1_ragged"]
     assert {d.split(":")[0] for d in dropped} == {"t0_ragged", "t0_ragged_w"}
+
+
+def test_a_dtype_class_is_made_from_a_configuration_naming_its_fixed_arrays() -> None:
+    # y stays float32 whatever x is: only t1 says so, so bfloat16 comes from t1.
+    configs = [
+        _config("t0_float32", "float32", X_0=64),
+        {**_config("t1_float16", "float16", X_0=64), "array_dtypes": {"y": "float32"}},
+    ]
+    added = class_configs(configs, ["v0", "v0"], _keep)
+    [bf16] = [a for a in added if a.config["dtype"] == "bfloat16"]
+    assert bf16.source == "t1_float16" and bf16.config["array_dtypes"] == {"y": "float32"}
 
 
 def test_an_unaligned_class_per_variant_where_none_is_recorded() -> None:
