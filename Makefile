@@ -51,11 +51,14 @@ sandbox-tools:
 		&& command -v bwrap >/dev/null; } \
 		|| { echo "bwrap is missing: install bubblewrap (apt-get install -y bubblewrap), then run make again" >&2; exit 1; }
 
+# The fast tests on every core first (they share no service state), then the slow ones
+# one at a time: each builds Rust or runs a whole pipeline on both cores itself.
 pytest: setup sandbox-tools
-	$(VENV)/bin/pytest -q -ra --durations=30
+	$(VENV)/bin/pytest -q -ra -m "not slow" -n auto --durations=15
+	$(VENV)/bin/pytest -q -ra -m slow --durations=30
 
 test: lint typecheck rust-lint pytest
 
-# The fast tests share no service state: they run on every core (pytest-xdist).
+# The fast loop: the tests not marked slow, on every core (pytest-xdist).
 check: lint typecheck sandbox-tools
 	$(VENV)/bin/pytest -q -ra -m "not slow" -n auto --durations=15

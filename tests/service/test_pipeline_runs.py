@@ -232,6 +232,8 @@ def test_cancel_reaches_a_running_job(
 def test_a_pr_comment_runs_a_port_and_reports_back(
     client: TestClient, context: ServiceContext, corpus: Path
 ) -> None:
+    if context.engine.dialect.name != "postgresql":
+        pytest.skip("the bot's run does not depend on the database: PostgreSQL shows it")
     fake = FakeGitHub("gh-token").start()
     try:
         files = {f"examples/kernels/{path.name}": path.read_bytes() for path in corpus.iterdir()}
