@@ -17,7 +17,9 @@ recorded ones lack:
   configuration fixes strides or producers, which follow the recorded shapes.
   Where a variant's condition holds only for aligned values of some extent (the
   rows of an RMS norm fill their tiles), one configuration per extent made odd
-  alone stands in for it (`ragged_extent`), each kept if it stays in the variant;
+  alone stands in for it (`ragged_extent`), each kept if it stays in the variant,
+  and so does one with every aligned extent made 8 (`half_aligned`: a tile-filling
+  row of a power-of-two length, 2 to 8, takes no odd value but weakens its fact);
 - an unaligned configuration: every array starting one element past a 16-byte
   boundary (a view such as `x[1:]`), so every address fact takes its weakest value.
 
@@ -49,8 +51,9 @@ class ClassConfig:
 
     config: dict[str, Any]
     source: str
-    # "dtype", "ragged", "ragged_extent" (one extent made odd alone: kept only where
-    # the variant's ragged class is not) or "unaligned".
+    # "dtype", "ragged", "ragged_extent" (one extent made odd alone) and
+    # "half_aligned" (every aligned extent made 8), each kept only where the
+    # variant's ragged class is not, or "unaligned".
     kind: str = "dtype"
 
 
@@ -68,6 +71,13 @@ def _odd(value: int) -> int:
     if value <= 1 or value % 2:
         return value
     return 3 if value == 2 else value - 1
+
+
+def _half_aligned(value: int) -> int:
+    """An extent divisible by 16 made `FACT_DIVISOR // 2` (8): a weaker shape fact
+    that a variant keeping its extents powers of two (a row filling one tile) still
+    takes, where no odd extent stays in it."""
+    return FACT_DIVISOR // 2 if value > 1 and value % FACT_DIVISOR == 0 else value
 
 
 # A configuration's constants for other extents, or None where they cannot follow.
@@ -130,6 +140,7 @@ def class_configs(
             continue
         raggeds.add(variant)
         moved = [name for name, value in odd.items() if value != dims[name]]
+        half = {name: _half_aligned(value) for name, value in dims.items()}
         for changed, suffix, kind in [
             (odd, "ragged", "ragged"),
             *(
@@ -137,6 +148,7 @@ def class_configs(
                 for name, value in odd.items()
                 if value != dims[name] and len(moved) > 1
             ),
+            *([(half, "half_aligned", "half_aligned")] if half != dims else []),
         ]:
             constants = rederive(config, changed) if config.get("constants") else {}
             if constants is None:
@@ -178,6 +190,13 @@ def keep_serving(
             continue
         candidates.append((item, config))
         variant_of[name] = source.variant
+    # A variant its whole ragged class stays in needs no half-aligned one: not exported.
+    raggeds = {variant_of[item.config["name"]] for item, _ in candidates if item.kind == "ragged"}
+    candidates = [
+        (item, config)
+        for item, config in candidates
+        if item.kind != "half_aligned" or variant_of[config.name] not in raggeds
+    ]
     exported = compiles([config for _, config in candidates]) if candidates else set()
     for _, config in candidates:
         if config.name not in exported:
@@ -186,7 +205,7 @@ def keep_serving(
     whole = {variant_of[config.name] for item, config in served if item.kind == "ragged"}
     kept = []
     for item, config in served:
-        if item.kind == "ragged_extent" and variant_of[config.name] in whole:
-            continue  # the variant's ragged class serves: one extent alone adds nothing
+        if item.kind in ("ragged_extent", "half_aligned") and variant_of[config.name] in whole:
+            continue  # the variant's ragged class serves: weaker facts than its add nothing
         kept.append(item)
     return kept, dropped

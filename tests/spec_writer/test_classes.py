@@ -33,6 +33,7 @@ def test_every_float_class_and_one_ragged_per_variant() -> None:
     assert [(a.config["name"], a.source) for a in added] == [
         ("t0_float16_as_bfloat16", "t0_float16"),
         ("t0_float16_ragged", "t0_float16"),
+        ("t0_float16_half_aligned", "t0_float16"),
     ]
     assert added[0].config["dims"] == {"X_0": 1024}
     assert added[1].config == {
@@ -60,11 +61,14 @@ def test_classes_per_variant_and_what_is_not_widened() -> None:
         "t3_float16_as_float32",
         "t3_float16_as_bfloat16",
         "t2_float16_ragged",
+        "t2_float16_half_aligned",
         "t3_float16_ragged",
+        "t3_float16_half_aligned",
     ]
     # A bound constant no rule derives keeps its value; an extent of 1 stays 1.
     assert added[6].config["constants"] == {"N": 32}
-    assert added[-1].config["dims"] == {"X_0": 31, "Y_1": 1}
+    assert added[-2].config["dims"] == {"X_0": 31, "Y_1": 1}
+    assert added[-1].config["dims"] == {"X_0": 8, "Y_1": 1}
 
 
 def test_bound_constants_follow_the_extents_they_are_derived_from() -> None:
@@ -217,3 +221,44 @@ def test_an_unaligned_class_per_variant_where_none_is_recorded() -> None:
     unaligned = [u for u in unaligned if u[0].endswith("_unaligned")]
     # v1 has one recorded; v2 fixes its layout, which the offset would break.
     assert unaligned == [("t0_float32_unaligned", {"x": 1, "y": 1})]
+
+
+def test_a_half_aligned_class_where_no_odd_extent_stays_in_the_variant(tmp_path: Any) -> None:
+    # Columns that stay a multiple of 8 (a row filling a power-of-two tile): no odd
+    # width stays in `full`, a width of 8 does, so the width's fact still becomes a
+    # generic (16 recorded, 8 added) and a width of 2, 4 or 8 is served.
+    data = {
+        **SPEC,
+        "arrays": {
+            name: {"rank": 2, "shape": ["M", "W"], "dtypes": FLOATS, "role": role}
+            for name, role in (("x", "in"), ("y", "out"))
+        },
+        "grid": ["M"],
+        "variants": [
+            {"name": "full", "when": "W % 8 == 0"},
+            {"name": "partial", "when": "W % 8 != 0"},
+        ],
+        "test_configs": [
+            {"name": "t0", "dims": {"M": 32, "W": 256}, "dtype": "float16"},
+            {"name": "t1", "dims": {"M": 32, "W": 100}, "dtype": "float16"},
+        ],
+    }
+    spec = parse_port_spec(data, tmp_path / "rows.port.yaml")
+    configs = [dict(c) for c in data["test_configs"]]
+    added = class_configs(configs, ["full", "partial"], _keep)
+    half = [a for a in added if a.kind == "half_aligned"]
+    assert [(a.config["name"], a.config["dims"]) for a in half] == [
+        ("t0_half_aligned", {"M": 8, "W": 8}),
+        ("t1_half_aligned", {"M": 8, "W": 100}),
+    ]
+    exported: list[str] = []
+
+    def compiles(configs: list[Config]) -> set[str]:
+        exported.extend(c.name for c in configs)
+        return {c.name for c in configs}
+
+    kept, _ = keep_serving(spec, added, compiles)
+    names = [k.config["name"] for k in kept]
+    assert "t0_half_aligned" in names and "t0_ragged_m" in names and "t0_ragged" not in names
+    # `partial` keeps its whole ragged class: its half-aligned one is not even exported.
+    assert "t1_ragged" in names and "t1_half_aligned" not in exported
