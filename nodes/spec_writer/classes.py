@@ -190,13 +190,6 @@ def keep_serving(
             continue
         candidates.append((item, config))
         variant_of[name] = source.variant
-    # A variant its whole ragged class stays in needs no half-aligned one: not exported.
-    raggeds = {variant_of[item.config["name"]] for item, _ in candidates if item.kind == "ragged"}
-    candidates = [
-        (item, config)
-        for item, config in candidates
-        if item.kind != "half_aligned" or variant_of[config.name] not in raggeds
-    ]
     exported = compiles([config for _, config in candidates]) if candidates else set()
     for _, config in candidates:
         if config.name not in exported:
