@@ -341,7 +341,7 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert '@register_impl("relu", backend="cutile-rs")\ndef relu(x):' in wrapper
     # Each kernel name a launch function calling its symbol straight through, a tensor
     # crossing cffi part by part (address, dtype code, extents, strides).
-    assert "def relu_fwd_kernel(stream, grid, args):" in wrapper
+    assert "def _relu_fwd_kernel(stream, grid, args):" in wrapper
     assert "    rc = _library().cutile_relu(\n        a_x.data_ptr(),\n" in wrapper
     assert "int32_t cutile_relu(\n    uint64_t x_ptr," in wrapper
     compile(wrapper, "relu.py", "exec")
