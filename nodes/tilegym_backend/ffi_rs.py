@@ -283,15 +283,34 @@ def _launch(variant: VariantBinding, exprs: SpecExpr) -> list[str]:
     ]
 
 
-def _condition(variant: VariantBinding, exprs: SpecExpr, spec: PortSpec) -> str:
+def _condition(variant: VariantBinding, exprs: SpecExpr, passed: set[str]) -> str:
+    """The Rust condition under which `variant` takes the launch: its spec
+    condition, the literal constants of its entry, the values it holds baked."""
     parts = [] if variant.when.strip() == "True" else [exprs.rust(variant.when)]
+    kinds = {name: kind for name, kind, _ in variant.constants}
     for name, value in variant.literals:
-        kind = spec.constants[name].type if name in spec.constants else "int"
+        kind = kinds.get(name, "int")
         literal = ("true" if value else "false") if kind == "bool" else str(value)
         parts.append(f"{_variable(name)} == {literal}")
+    parts += [
+        exprs.rust(f"{name} == {value!r}") for name, value in _baked(variant) if name in passed
+    ]
     if len(parts) == 1:
         return unwrapped(parts[0])
     return " && ".join(parts) or "true"
+
+
+def _baked(variant: VariantBinding) -> list[tuple[str, int | float | bool]]:
+    """The constants the entry holds as literals (the variant's value, no generic):
+    the caller still passes each one, and a launch with another value is not the
+    launch the entry was proven for (a float, as `eps`, can never be a generic)."""
+    generic = {rule.constant for rule in variant.generics if rule.kind == "constant"}
+    literal = {name for name, _ in variant.literals}
+    return [
+        (name, value)
+        for name, _, value in variant.constants
+        if not isinstance(value, str) and name not in generic | literal
+    ]
 
 
 def render_ffi(
@@ -315,6 +334,7 @@ def render_ffi(
         (g.arrays for v in binding.variants for g in v.generics if g.kind == "element"), ()
     )
     exprs = SpecExpr(spec_variables(spec, set(binding.bound_symbols)), sym)
+    passed = {name for name, ctype in params if ctype != "tensor"}
 
     entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
     lines = [
@@ -404,11 +424,11 @@ def render_ffi(
         lines.append(_refusal(sym, "a tensor the port reads contiguously has a stride"))
         lines.append("    }")
 
-    single = len(binding.variants) == 1 and _condition(binding.variants[0], exprs, spec) == "true"
+    single = len(binding.variants) == 1 and _condition(binding.variants[0], exprs, passed) == "true"
     if not single:
         lines.append("    // The entry that takes this launch: the port spec's variants, in order.")
         arms = [
-            f"if {_condition(v, exprs, spec)} {{ {i} }}" for i, v in enumerate(binding.variants)
+            f"if {_condition(v, exprs, passed)} {{ {i} }}" for i, v in enumerate(binding.variants)
         ]
         lines.append("    let variant: usize = " + " else ".join(arms) + " else {")
         lines.append(_refusal(sym, "no variant of the port was proven for this launch"))

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from app.cli import main as tileport
+from nodes.host_builder.binding import GenericRule, VariantBinding
 from nodes.host_builder.rust_expr import Kind, Variable
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
-from nodes.tilegym_backend.ffi_rs import FfiError, SpecExpr, _checked_extent
+from nodes.tilegym_backend.ffi_rs import FfiError, SpecExpr, _checked_extent, _condition
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
@@ -171,6 +172,38 @@ def test_a_variants_condition_is_rust_over_the_launch_arguments() -> None:
         exprs.rust("num_sms > 2")
     with pytest.raises(FfiError, match="'float8_e5m2' is not an element type of ffi_util"):
         exprs.rust("dtype == 'float8_e5m2'")
+
+
+def test_a_constant_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
+    # rms_norm's `eps` is a float: never a generic, so the entry holds the value it
+    # was proven with, and a call passing another one is refused, not run with it.
+    variables = {
+        "EPS": Variable("eps", Kind.FLOAT),
+        "TILE": Variable("tile", Kind.INT),
+        "GATHER": Variable("gather", Kind.BOOL),
+        "HOST": Variable("host", Kind.INT),
+        "X_0": Variable("x_0", Kind.INT),
+    }
+    variant = VariantBinding(
+        index=0,
+        name="v0",
+        when="X_0 > 1",
+        entry="k_v0",
+        constants=(
+            ("EPS", "float", 1e-05),
+            ("TILE", "int", 256),  # a const generic: the caller's value is launched
+            ("GATHER", "bool", False),
+            ("HOST", "int", "HOST"),  # passed through as the caller gives it
+            ("UNPASSED", "int", 4),  # not a parameter of the kernel's symbol
+        ),
+        grid=(1, 1, 1),
+        params=(),
+        generics=(GenericRule("TILE", "constant", constant="TILE", const_type="i32"),),
+        preconditions=(),
+    )
+    passed = {"EPS", "TILE", "GATHER", "HOST"}
+    condition = _condition(variant, SpecExpr(variables, "cutile_op"), passed)
+    assert condition == "(x_0 > 1i64) && (eps == 1e-05f64) && (gather == false)"
 
 
 def test_a_symbol_checks_only_the_extents_the_ir_depends_on() -> None:
