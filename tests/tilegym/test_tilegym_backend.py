@@ -7,6 +7,7 @@ checkout (`TILEPORT_TILEGYM`, `TILEPORT_TILEGYM_LAUNCHES` override them)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -520,3 +521,39 @@ def test_the_patched_crate_builds_with_every_op(
     ).stdout
     for op in ("matmul", "bmm", "silu_and_mul", "swiglu", "attention_sink", "relu"):
         assert f" T cutile_{op}" in symbols, op
+    _relu_serves_what_no_record_holds(target / "release/libcutile_kernels.so")
+
+
+def _relu_serves_what_no_record_holds(library: Path) -> None:
+    """relu's records hold float32 and float16 launches of extents divisible by 16
+    with BLOCK_SIZE 1024. Called with what none holds (bfloat16, 1,001 elements at
+    an odd address, BLOCK_SIZE 512), its symbol passes every check and goes on to
+    open the device (here: an invalid device id, so no GPU is needed); a launch it
+    was not proven for is refused before that."""
+    relu = ctypes.CDLL(str(library)).cutile_relu
+    relu.restype = ctypes.c_int32
+    tensor = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_int64]
+    relu.argtypes = [
+        *tensor,
+        *tensor,
+        ctypes.c_int64,  # N_ELEMENTS
+        ctypes.c_int64,  # BLOCK_SIZE
+        *[ctypes.c_uint32] * 3,  # grid
+        *[ctypes.c_int32] * 3,  # num_cta_in_cga, occupancy, device_id
+        ctypes.c_uint64,  # stream
+    ]
+    f32, f16, bf16, i32 = 0, 1, 2, 3  # ffi_util's dtype codes
+
+    def call(x_dtype: int, y_dtype: int, n: int, block: int, stride: int = 1) -> int:
+        grid = -(-n // block)
+        x = (0x7F0000000002, x_dtype, n, stride)
+        y = (0x7F0000100002, y_dtype, n, stride)
+        return int(relu(*x, *y, n, block, grid, 1, 1, -1, -1, -1, 0))
+
+    invalid_args, unsupported_dtype, device_init_failed = -6, -2, -4
+    assert call(bf16, bf16, 1001, 512) == device_init_failed
+    assert call(f16, f16, 1, 1024) == device_init_failed
+    assert call(f32, f32, 4096, 1024) == device_init_failed
+    assert call(f32, f16, 1001, 512) == invalid_args  # mixed dtypes: not ct.launch's
+    assert call(i32, i32, 1001, 512) == unsupported_dtype  # relu's host takes floats
+    assert call(f32, f32, 1001, 512, stride=2) == invalid_args  # read as contiguous
