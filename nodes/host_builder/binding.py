@@ -21,6 +21,7 @@ library's own plan (`cutile_<op>_plan`) against it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -52,7 +53,7 @@ from schemas.port_spec import (
     kernel_parameter_order,
     spec_relative,
 )
-from schemas.spec_expr import evaluate_int, names_in
+from schemas.spec_expr import ExprError, evaluate, evaluate_int, names_in
 
 DEFAULT_NUM_SMS = 132
 # A signed integer scalar may reach a parameter of the same width read unsigned.
@@ -165,6 +166,10 @@ class VariantBinding:
     literals: tuple[tuple[str, int], ...] = ()
     # The entry's parameters as (name, Rust type), in the order of `params`.
     param_types: tuple[tuple[str, str], ...] = ()
+    # What the entry holds as a literal though the caller decides it: a constant, or
+    # a value the kernel derives from constants, no generic and no parameter, with
+    # the value every configuration proven on the entry gave it (`held_values`).
+    held: tuple[tuple[str, int | float | bool], ...] = ()
 
     def takes(self, resolved: ResolvedConfig) -> bool:
         """Whether this binding launches `resolved` (its variant, and its literals)."""
@@ -705,6 +710,7 @@ def bind_operator(
                     param_types=tuple((p.name, p.rust_type) for p in entry.params),
                 )
             )
+            variants[-1] = replace(variants[-1], held=held_values(spec, variants[-1], derived))
     return OperatorBinding(
         operator=spec.name,
         spec_path=spec_path,
@@ -716,6 +722,56 @@ def bind_operator(
         variants=tuple(variants),
         uses_num_sms=_uses_num_sms(spec),
     )
+
+
+def held_values(
+    spec: PortSpec, variant: VariantBinding, derived: dict[str, str]
+) -> tuple[tuple[str, int | float | bool], ...]:
+    """Each spec expression the entry holds as a literal, with its value: a constant
+    the variant binds to a literal, or one the caller passes, that the entry takes
+    neither as a generic nor as a parameter (a float as `eps` is always one), or a
+    value the kernel derives from constants (`cdiv(N, TILE_SIZE)`) that it does not
+    take as a generic while some constant it derives from is one. Every test
+    configuration the entry was proven on gives the same value; a launch giving
+    another is not the launch proven, and is refused.
+    Where those configurations differ, the entry was proven alike on each, so its
+    code does not depend on the value."""
+    taken = {rule.constant for rule in variant.generics if rule.kind == "constant"}
+    taken |= {s.scalar for s in variant.params if s.kind == "scalar" and s.scalar}
+    taken |= {name for name, _ in variant.literals}
+    taken_derived = {rule.expression for rule in variant.generics if rule.kind == "derived"}
+    held: list[tuple[str, int | float | bool]] = [
+        (name, value)
+        for name, _, value in variant.constants
+        if not isinstance(value, str) and name not in taken
+    ]
+    passed = [name for name, _, value in variant.constants if value == name]
+    candidates = [name for name in passed if name not in taken]
+    candidates += [
+        expression
+        for expression in dict.fromkeys(derived.values())
+        if expression not in taken_derived
+        and names_in(expression) & taken
+        and _bare(expression) != _bare(variant.when)  # the variant's condition checks it
+    ]
+    proven = [
+        resolved
+        for resolved in (spec.resolve(config, "test") for config in spec.test_configs)
+        if variant.takes(resolved)
+    ]
+    for expression in candidates:
+        try:
+            values = {evaluate(expression, resolved.constants) for resolved in proven}
+        except ExprError:
+            continue  # derived from a name no configuration binds: nothing to compare
+        if len(values) == 1 and not isinstance(value := values.pop(), str):
+            held.append((expression, value))
+    return tuple(held)
+
+
+def _bare(condition: str) -> str:
+    """A condition without spaces, parentheses and a leading `not`: what it tests."""
+    return re.sub(r"[()\s]", "", condition).removeprefix("not")
 
 
 def _derived_generics(spec: PortSpec, spec_path: Path) -> dict[str, str]:

@@ -30,6 +30,7 @@ from nodes.host_builder.ffi_gen import proven_entry_static, proven_launch
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
 from nodes.tilegym_backend.checkout import PROVEN_MODULE, SPEC_ARITH_MODULE
 from schemas.port_spec import PortSpec
+from schemas.spec_expr import names_in
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
 ELEMENT_NAMES: dict[DType, str] = {
@@ -293,24 +294,13 @@ def _condition(variant: VariantBinding, exprs: SpecExpr, passed: set[str]) -> st
         literal = ("true" if value else "false") if kind == "bool" else str(value)
         parts.append(f"{_variable(name)} == {literal}")
     parts += [
-        exprs.rust(f"{name} == {value!r}") for name, value in _baked(variant) if name in passed
+        exprs.rust(f"{expression} == {value!r}")
+        for expression, value in variant.held
+        if names_in(expression) <= passed
     ]
     if len(parts) == 1:
         return unwrapped(parts[0])
     return " && ".join(parts) or "true"
-
-
-def _baked(variant: VariantBinding) -> list[tuple[str, int | float | bool]]:
-    """The constants the entry holds as literals (the variant's value, no generic):
-    the caller still passes each one, and a launch with another value is not the
-    launch the entry was proven for (a float, as `eps`, can never be a generic)."""
-    generic = {rule.constant for rule in variant.generics if rule.kind == "constant"}
-    literal = {name for name, _ in variant.literals}
-    return [
-        (name, value)
-        for name, _, value in variant.constants
-        if not isinstance(value, str) and name not in generic | literal
-    ]
 
 
 def render_ffi(

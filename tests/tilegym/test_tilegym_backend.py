@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main as tileport
-from nodes.host_builder.binding import GenericRule, VariantBinding
+from nodes.host_builder.binding import VariantBinding
 from nodes.host_builder.rust_expr import Kind, Variable
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
@@ -175,14 +175,14 @@ def test_a_variants_condition_is_rust_over_the_launch_arguments() -> None:
         exprs.rust("dtype == 'float8_e5m2'")
 
 
-def test_a_constant_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
-    # rms_norm's `eps` is a float: never a generic, so the entry holds the value it
-    # was proven with, and a call passing another one is refused, not run with it.
+def test_a_value_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
+    # The values the entry was proven with (`held_values`) are compared with the
+    # caller's, where the symbol takes what they are computed from.
     variables = {
         "EPS": Variable("eps", Kind.FLOAT),
+        "N": Variable("n", Kind.INT),
         "TILE": Variable("tile", Kind.INT),
         "GATHER": Variable("gather", Kind.BOOL),
-        "HOST": Variable("host", Kind.INT),
         "X_0": Variable("x_0", Kind.INT),
     }
     variant = VariantBinding(
@@ -190,21 +190,24 @@ def test_a_constant_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
         name="v0",
         when="X_0 > 1",
         entry="k_v0",
-        constants=(
-            ("EPS", "float", 1e-05),
-            ("TILE", "int", 256),  # a const generic: the caller's value is launched
-            ("GATHER", "bool", False),
-            ("HOST", "int", "HOST"),  # passed through as the caller gives it
-            ("UNPASSED", "int", 4),  # not a parameter of the kernel's symbol
-        ),
+        constants=(),
         grid=(1, 1, 1),
         params=(),
-        generics=(GenericRule("TILE", "constant", constant="TILE", const_type="i32"),),
+        generics=(),
         preconditions=(),
+        held=(
+            ("EPS", 1e-05),
+            ("GATHER", False),
+            ("cdiv(N, TILE)", 1),
+            ("UNPASSED", 4),  # not a parameter of the kernel's symbol: the launcher's own
+        ),
     )
-    passed = {"EPS", "TILE", "GATHER", "HOST"}
+    passed = {"EPS", "N", "TILE", "GATHER"}
     condition = _condition(variant, SpecExpr(variables, "cutile_op"), passed)
-    assert condition == "(x_0 > 1i64) && (eps == 1e-05f64) && (gather == false)"
+    assert condition == (
+        "(x_0 > 1i64) && (eps == 1e-05f64) && (gather == false) && "
+        '(checked!("cutile_op", rt::cdiv(n, tile)) == 1i64)'
+    )
 
 
 def test_a_symbol_checks_only_the_extents_the_ir_depends_on() -> None:

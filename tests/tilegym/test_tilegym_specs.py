@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from app.cli import main as tileport
+from nodes.host_builder.binding import (
+    GenericRule,
+    VariantBinding,
+    _variant_constants,
+    held_values,
+    host_constants,
+)
 from nodes.spec_writer.fidelity import check_spec, read_symbols
 from nodes.spec_writer.writer import MAX_PROVING_CONFIGS, read_signature_hints, write_specs
 from schemas.launch_capture import read_launch_records
@@ -49,6 +57,89 @@ def test_every_recorded_kernel_gets_a_valid_spec(specs: Path) -> None:
         assert 1 <= len(spec.test_configs) <= MAX_PROVING_CONFIGS
         assert spec.reference.oracle == "reference_kernel"
         assert (path.parent / spec.source).resolve().is_file()
+
+
+GATHER_SPEC = """
+spec_version: 1
+name: rms_norm_kernel_gather
+source_root: {root}
+module: tilegym.ops.cutile.rms_norm
+kernel: _rms_norm_kernel_gather
+reference_backend: cutile_python
+launch_path: direct
+arrays:
+  x: {{rank: 2, shape: [X_0, X_1], dtypes: [float16, float32], role: in}}
+  w: {{rank: 1, shape: [X_1], dtypes: [float16, float32], role: in}}
+  out: {{rank: 2, shape: [X_0, X_1], dtypes: [float16, float32], role: out}}
+  Rstd: {{rank: 1, shape: [X_0], dtypes: [float32], role: out}}
+constants:
+  N: {{type: int}}
+  EPS: {{type: float}}
+  OFFSET: {{type: float}}
+  TILE_SIZE: {{type: int}}
+grid: [X_0]
+variants:
+- {{name: v0, when: "not (cdiv(N, TILE_SIZE) * TILE_SIZE != N)"}}
+- {{name: v1, when: "cdiv(N, TILE_SIZE) * TILE_SIZE != N"}}
+test_configs:
+- name: t0
+  dims: {{X_0: 256, X_1: 256}}
+  dtype: float16
+  constants: {{N: 256, EPS: 1.0e-05, OFFSET: 0.0, TILE_SIZE: 256}}
+- name: t1
+  dims: {{X_0: 256, X_1: 768}}
+  dtype: float16
+  constants: {{N: 768, EPS: 1.0e-05, OFFSET: 0.0, TILE_SIZE: 1024}}
+- name: t1_ragged
+  dims: {{X_0: 256, X_1: 767}}
+  dtype: float32
+  constants: {{N: 767, EPS: 1.0e-05, OFFSET: 0.0, TILE_SIZE: 1024}}
+reference: {{oracle: reference_kernel, origin: the reference kernel}}
+tolerances:
+  float16: {{atol: 1.0e-05, rtol: 0.001, source: torch.testing.assert_close defaults}}
+  float32: {{atol: 1.0e-05, rtol: 1.3e-06, source: torch.testing.assert_close defaults}}
+"""
+
+
+def test_what_an_entry_generic_only_in_n_holds_is_checked_at_launch(tmp_path: Path) -> None:
+    """rms_norm's gather kernel, the variant that checks bounds, proven on one tile
+    of 1024 (N 768 and 767). An entry generic in N alone holds the tile size and the
+    trip count `cdiv(N, TILE_SIZE)` as literals, and EPS and OFFSET: a launch of N
+    3006 (three tiles) must be refused, not run one tile long."""
+    path = tmp_path / "rms_norm_kernel_gather.port.yaml"
+    path.write_text(GATHER_SPEC.format(root=SOURCE_ROOT.resolve()))
+    spec = load_port_spec(path)
+    passed = {arg.name for arg in host_constants(spec)}
+    bounded = spec.variants[1]
+    binding = VariantBinding(
+        index=1,
+        name=bounded.name,
+        when=bounded.when,
+        entry="_rms_norm_kernel_gather_v1",
+        constants=_variant_constants(spec, dict(bounded.constants), passed),
+        grid=(1, 1, 1),
+        params=(),
+        generics=(GenericRule("N", "constant", constant="N", const_type="i32"),),
+        preconditions=(),
+    )
+    derived = {
+        "NUM_TILES": "cdiv(N, TILE_SIZE)",
+        "CHECK_BOUND": "cdiv(N, TILE_SIZE) * TILE_SIZE != N",  # the variant's condition
+    }
+    assert held_values(spec, binding, derived) == (
+        ("EPS", 1e-05),
+        ("OFFSET", 0.0),
+        ("TILE_SIZE", 1024),
+        ("cdiv(N, TILE_SIZE)", 1),
+    )
+    # Generic in the tile size too, the trip count is still held; generic in the
+    # trip count as well (as cutile-rs computes it), the entry holds only the floats.
+    tile = GenericRule("TILE_SIZE", "constant", constant="TILE_SIZE", const_type="i32")
+    tiled = replace(binding, generics=(*binding.generics, tile))
+    assert held_values(spec, tiled, derived)[2:] == (("cdiv(N, TILE_SIZE)", 1),)
+    trips = GenericRule("NUM_TILES", "derived", expression="cdiv(N, TILE_SIZE)")
+    counted = replace(tiled, generics=(*tiled.generics, trips))
+    assert held_values(spec, counted, derived) == (("EPS", 1e-05), ("OFFSET", 0.0))
 
 
 @pytest.mark.slow
