@@ -172,9 +172,12 @@ class VariantBinding:
     held: tuple[tuple[str, int | float | bool], ...] = ()
 
     def takes(self, resolved: ResolvedConfig) -> bool:
-        """Whether this binding launches `resolved` (its variant, and its literals)."""
-        return self.name == resolved.variant and all(
-            resolved.constants.get(name) == value for name, value in self.literals
+        """Whether this binding launches `resolved` (its variant, its literals, and
+        the values it holds)."""
+        return (
+            self.name == resolved.variant
+            and all(resolved.constants.get(name) == value for name, value in self.literals)
+            and all(evaluate(held, resolved.constants) == value for held, value in self.held)
         )
 
 

@@ -185,7 +185,12 @@ class _Generator:
     def _variant(self, variant: VariantBinding) -> tuple[str, list[str]]:
         """The variant's condition and body; a literal entry's body opens a guard on its
         constants (closed by the caller after the return)."""
-        condition = self._expr(Transpiler(self.base_vars), variant.when, Kind.BOOL)
+        # A value the entry holds as a literal, from a constant the caller passes, must
+        # be the caller's (binding.held_values); otherwise the next variant is tried.
+        passed = {s.name for s in self.binding.scalars if s.constant}
+        held = [f"({e}) == {v!r}" for e, v in variant.held if names_in(e) <= passed]
+        when = " and ".join(f"({part})" for part in [variant.when, *held]) if held else variant.when
+        condition = self._expr(Transpiler(self.base_vars), when, Kind.BOOL)
         variables = dict(self.base_vars)
         variables.update(
             {

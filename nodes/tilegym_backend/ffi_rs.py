@@ -294,7 +294,7 @@ def _condition(variant: VariantBinding, exprs: SpecExpr, passed: set[str]) -> st
         literal = ("true" if value else "false") if kind == "bool" else str(value)
         parts.append(f"{_variable(name)} == {literal}")
     parts += [
-        exprs.rust(f"{expression} == {value!r}")
+        exprs.rust(f"({expression}) == {value!r}")
         for expression, value in variant.held
         if names_in(expression) <= passed
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -192,6 +193,33 @@ def test_a_constant_the_configurations_bind_is_passed_by_the_caller(tmp_path: Pa
     assert plan_for(binding, ragged).generics == (2048, 1)  # the passed value, not next_pow2
     rust = generate_operator_rs(binding)
     assert "let c_tile_n: i64 = i64::from(args.s_tile_n);" in rust
+
+
+def test_a_passed_constant_the_entry_holds_must_be_the_callers(tmp_path: Path) -> None:
+    """An entry holding TILE_N as a literal (2048, the value it was proven with) is
+    not taken by a call passing another TILE_N: the Python plan and the generated
+    launcher both go on to the next variant, here none."""
+    text = SPEC.read_text(encoding="utf-8").replace(
+        "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32}",
+        "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32, constants: {TILE_N: 2048}}",
+    )
+    spec_path = tmp_path / "softmax.port.yaml"
+    spec_path.write_text(text.replace("source: softmax.py", f"source: {SPEC.parent}/softmax.py"))
+    spec = load_port_spec(spec_path)
+    bound = bind_operator(
+        spec, spec_path, parse_kernel_source(CHECKOUT.src_dir / "softmax.rs"), "crate::s::p"
+    )
+    binding = replace(
+        bound, variants=tuple(replace(v, held=(("TILE_N", 2048),)) for v in bound.variants)
+    )
+    configs = {c.name: spec.resolve(c, p) for c, p in spec.all_configs()}
+    assert plan_for(binding, configs["ragged_f32"]).variant == 0  # passes 2048
+    assert plan_for(binding, configs["pow2_f16"]).variant == 0  # next_pow2(2048) = 2048
+    with pytest.raises(BindingError, match="no entry of variant 'row' takes"):
+        plan_for(binding, configs["perf_4k_x_4k_f16"])  # passes 4096
+    rust = generate_operator_rs(binding)
+    assert "(i64::from(args.s_tile_n) == 2048i64)" in rust
+    assert "no variant's dispatch condition holds" in rust
 
 
 @pytest.mark.parametrize(

@@ -199,6 +199,7 @@ def test_a_value_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
             ("EPS", 1e-05),
             ("GATHER", False),
             ("cdiv(N, TILE)", 1),
+            ("TILE != N", False),  # a comparison compared, not chained
             ("UNPASSED", 4),  # not a parameter of the kernel's symbol: the launcher's own
         ),
     )
@@ -206,7 +207,7 @@ def test_a_value_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
     condition = _condition(variant, SpecExpr(variables, "cutile_op"), passed)
     assert condition == (
         "(x_0 > 1i64) && (eps == 1e-05f64) && (gather == false) && "
-        '(checked!("cutile_op", rt::cdiv(n, tile)) == 1i64)'
+        '(checked!("cutile_op", rt::cdiv(n, tile)) == 1i64) && ((tile != n) == false)'
     )
 
 
