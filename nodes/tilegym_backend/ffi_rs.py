@@ -298,6 +298,7 @@ def _condition(variant: VariantBinding, exprs: SpecExpr, passed: set[str]) -> st
         for expression, value in variant.held
         if names_in(expression) <= passed
     ]
+    parts = list(dict.fromkeys(parts))  # a held value the condition names already
     if len(parts) == 1:
         return unwrapped(parts[0])
     return " && ".join(parts) or "true"

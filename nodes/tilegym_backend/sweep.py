@@ -423,7 +423,9 @@ def sweep_report(
 
 def merge_reports(parts: list[SweepReport]) -> SweepReport:
     """One report of a sweep run as several commands (a GPU command's time is
-    limited): the same seed and GPU, each op in one part only."""
+    limited): the same seed and GPU. An op in several parts (run again with more
+    time) is taken from the part that ran more of its calls: the seed draws the
+    same calls in the same order, so the shorter run must be the longer's start."""
     first = parts[0]
     for part in parts[1:]:
         if (part.seed, part.gpu) != (first.seed, first.gpu):
@@ -431,11 +433,18 @@ def merge_reports(parts: list[SweepReport]) -> SweepReport:
                 f"the parts differ: seed {part.seed} on {part.gpu}, seed {first.seed} on "
                 f"{first.gpu}"
             )
-    ops = [summary.op for part in parts for summary in part.ops]
-    twice = sorted({op for op in ops if ops.count(op) > 1})
-    if twice:
-        raise SweepError(f"{', '.join(twice)}: in several parts")
-    summaries = [summary for part in parts for summary in part.ops]
+    kept: dict[str, tuple[SweepOpSummary, list[SweepCallResult]]] = {}
+    for part in parts:
+        for summary in part.ops:
+            results = [r for r in part.results if r.call.op == summary.op]
+            if summary.op in kept:
+                shorter, longer = sorted((kept[summary.op], (summary, results)), key=_ran)
+                ran = [r.call for r in shorter[1]]
+                if ran != [r.call for r in longer[1]][: len(ran)]:
+                    raise SweepError(f"{summary.op}: in several parts with other calls")
+                summary, results = longer
+            kept[summary.op] = (summary, results)
+    summaries = [summary for summary, _ in kept.values()]
     return first.model_copy(
         update={
             "command": " && ".join(part.command for part in parts),
@@ -444,9 +453,13 @@ def merge_reports(parts: list[SweepReport]) -> SweepReport:
             "refused": sum(s.refused for s in summaries),
             "mismatches": sum(s.mismatches for s in summaries),
             "ops": summaries,
-            "results": [result for part in parts for result in part.results],
+            "results": [result for _, results in kept.values() for result in results],
         }
     )
+
+
+def _ran(part: tuple[SweepOpSummary, list[SweepCallResult]]) -> int:
+    return len(part[1])
 
 
 def write_report(report: SweepReport, out: Path) -> Path:

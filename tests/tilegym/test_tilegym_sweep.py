@@ -215,8 +215,21 @@ def test_parts_of_one_sweep_merge_into_one_report(tmp_path: Path) -> None:
     assert [s.op for s in merged.ops] == ["relu", "gelu"] and len(merged.results) == 4
     with pytest.raises(SweepError, match="seed"):
         merge_reports([relu, _part("gelu", 10, [served])])
-    with pytest.raises(SweepError, match="relu: in several parts"):
-        merge_reports([relu, relu])
+    # An op run again with more time: the longer run of the same draws is kept.
+    longer = _part("gelu", 9, [served, refused, served])
+    again = merge_reports([relu, gelu, longer])
+    assert [(s.op, s.calls) for s in again.ops] == [("relu", 2), ("gelu", 3)]
+    assert len(again.results) == 5 and merge_reports([relu, longer, gelu]) == again
+    other = longer.model_copy(
+        update={
+            "results": [
+                r.model_copy(update={"call": r.call.model_copy(update={"seed": 2})})
+                for r in longer.results
+            ]
+        }
+    )
+    with pytest.raises(SweepError, match="gelu: in several parts with other calls"):
+        merge_reports([gelu, other])
     # From the command line, into --out, no GPU needed.
     paths = []
     for part in (relu, gelu):
