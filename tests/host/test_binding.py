@@ -16,6 +16,7 @@ from nodes.host_builder.abi import DType
 from nodes.host_builder.binding import (
     BindingError,
     ExtentKind,
+    OperatorBinding,
     bind_operator,
     fact_value,
     plan_for,
@@ -25,7 +26,7 @@ from nodes.host_builder.library import CHECKOUT, stale_generated
 from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable
 from schemas.gpu import LiteralDispatch
-from schemas.port_spec import ResolvedArray, load_port_spec
+from schemas.port_spec import PortSpec, ResolvedArray, load_port_spec
 from toolchain.env import REPO_ROOT
 from toolchain.reference_export import launch_facts
 
@@ -170,10 +171,9 @@ def test_literal_entries_of_one_variant_are_chosen_by_their_constants(tmp_path: 
     assert text.rstrip().count("no variant's dispatch condition holds") == 1
 
 
-def test_a_constant_the_configurations_bind_is_passed_by_the_caller(tmp_path: Path) -> None:
-    """TileGym's hosts choose constants (a block size, an option): a constant some
-    configuration binds becomes a C parameter after the scalars, and decides the
-    variant and the generics at launch."""
+def _softmax_passing_tile_n(tmp_path: Path) -> tuple[PortSpec, OperatorBinding]:
+    """The softmax example with one configuration binding TILE_N (the caller passes
+    it), bound to the library's softmax port."""
     text = SPEC.read_text(encoding="utf-8").replace(
         "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32}",
         "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32, constants: {TILE_N: 2048}}",
@@ -184,6 +184,14 @@ def test_a_constant_the_configurations_bind_is_passed_by_the_caller(tmp_path: Pa
     binding = bind_operator(
         spec, spec_path, parse_kernel_source(CHECKOUT.src_dir / "softmax.rs"), "crate::s::p"
     )
+    return spec, binding
+
+
+def test_a_constant_the_configurations_bind_is_passed_by_the_caller(tmp_path: Path) -> None:
+    """TileGym's hosts choose constants (a block size, an option): a constant some
+    configuration binds becomes a C parameter after the scalars, and decides the
+    variant and the generics at launch."""
+    spec, binding = _softmax_passing_tile_n(tmp_path)
     assert [(a.name, a.dtype, a.constant) for a in binding.scalars] == [
         ("TILE_N", DType.INT64, True)
     ]
@@ -199,16 +207,7 @@ def test_a_passed_constant_the_entry_holds_must_be_the_callers(tmp_path: Path) -
     """An entry holding TILE_N as a literal (2048, the value it was proven with) is
     not taken by a call passing another TILE_N: the Python plan and the generated
     launcher both go on to the next variant, here none."""
-    text = SPEC.read_text(encoding="utf-8").replace(
-        "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32}",
-        "{name: ragged_f32, dims: {M: 37, N: 1000}, dtype: float32, constants: {TILE_N: 2048}}",
-    )
-    spec_path = tmp_path / "softmax.port.yaml"
-    spec_path.write_text(text.replace("source: softmax.py", f"source: {SPEC.parent}/softmax.py"))
-    spec = load_port_spec(spec_path)
-    bound = bind_operator(
-        spec, spec_path, parse_kernel_source(CHECKOUT.src_dir / "softmax.rs"), "crate::s::p"
-    )
+    spec, bound = _softmax_passing_tile_n(tmp_path)
     binding = replace(
         bound, variants=tuple(replace(v, held=(("TILE_N", 2048),)) for v in bound.variants)
     )
