@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -113,6 +113,16 @@ def load_spec(spec: bytes) -> PortSpec:
             raise invalid_spec("the port spec is not UTF-8 text") from None
 
 
+# Every field of the port spec that names a file or folder (`schemas.port_spec.SPEC_PATH`),
+# and how a submission's is checked: a plain relative path inside the run's input
+# (`input_path`), or a folder under the server's SOURCE_ROOT (`resolve_under`).
+SPEC_PATH_FIELDS: Final = {
+    "source": "input_path",
+    "source_root": "resolve_under",
+    "variants[].reference_bytecode": "input_path",
+}
+
+
 def input_path(relative: str, what: str) -> str:
     """A spec-given path, as a plain relative path inside the input directory."""
     try:
@@ -191,6 +201,17 @@ def build_submission(
     for relative, data in raw.library_files.items():
         check_size(relative, data, limit)
         files[input_path(f"{LIBRARY_DIR}/{relative}", "library module")] = data
+    for index, variant in enumerate(spec.variants):
+        if variant.reference_bytecode is None:
+            continue
+        where = f"variants[{index}].reference_bytecode"
+        dump = input_path(variant.reference_bytecode, where)
+        submitted = raw.extra_files.get(PurePosixPath(dump).name)
+        if submitted is None:
+            raise invalid_spec(
+                f"the bytecode dump {dump} was not submitted", field=where, expected_file=dump
+            )
+        files[dump] = submitted
     reference = reference_module_path(spec)
     if reference is not None and reference not in files:
         extra = raw.extra_files.get(PurePosixPath(reference).name)
@@ -319,4 +340,9 @@ def from_source_root(
     if reference is not None and reference_relative != source_relative:
         reference_file = resolve_under(root, reference_relative, "reference module")
         extra[PurePosixPath(reference).name] = read_limited(reference_file, "reference", limit)
+    for variant in parsed.variants:
+        if variant.reference_bytecode is not None:
+            dump = input_path(variant.reference_bytecode, "reference_bytecode")
+            dump_file = resolve_under(root, str(folder / dump), "reference_bytecode")
+            extra[PurePosixPath(dump).name] = read_limited(dump_file, "reference_bytecode", limit)
     return RawSubmission(spec=spec, source=source, extra_files=extra)

@@ -22,7 +22,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 import yaml
 from pydantic import (
@@ -31,6 +31,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -102,6 +103,22 @@ Expr = Annotated[
 IntOrExpr = int | Expr
 ConstValue = bool | int | float | Expr
 Name = Annotated[str, Field(pattern=IDENTIFIER)]
+
+
+# Marks a field naming a file or folder (`json_schema_extra`): the service checks
+# each such field of a submitted spec (its intake lists them).
+SPEC_PATH: Final[dict[str, Any]] = {"spec_path": True}
+
+
+def plain_relative(path: str) -> bool:
+    """Whether `path` names something below a folder: relative, no `..` or `.` part,
+    no empty part, no backslash."""
+    parts = path.split("/")
+    return (
+        "\\" not in path
+        and not path.startswith("/")
+        and all(part not in ("", ".", "..") for part in parts)
+    )
 
 
 class _Strict(BaseModel):
@@ -268,12 +285,22 @@ class Variant(_Strict):
     reference_bytecode: str | None = Field(
         None,
         min_length=1,
-        description="A Tile IR bytecode file (relative to the spec) that is the variant's "
-        "reference instead of an export: what cuTile Python writes under "
-        "CUDA_TILE_DUMP_BYTECODE, or a Triton Tile IR build. It must be bytecode 13.3, "
-        "compiled for the representative configuration; nothing else is compiled from it.",
+        description="A Tile IR bytecode file (a plain relative path below the spec's "
+        "folder) that is the variant's reference instead of an export: what cuTile Python "
+        "writes under CUDA_TILE_DUMP_BYTECODE, or a Triton Tile IR build. It must be "
+        "bytecode 13.3, compiled for the representative configuration; nothing else is "
+        "compiled from it.",
+        json_schema_extra=SPEC_PATH,
     )
     description: str = Field("", description="Free text for readers.")
+
+    @field_validator("reference_bytecode")
+    @classmethod
+    def _below_the_spec(cls, value: str | None) -> str | None:
+        """The dump travels with the spec: no absolute path, no `..`, no backslash."""
+        if value is not None and not plain_relative(value):
+            raise ValueError(f"{value!r} is not a plain relative path below the spec's folder")
+        return value
 
 
 class ScratchArray(_Strict):
@@ -478,12 +505,14 @@ class PortSpec(_Strict):
         min_length=1,
         description="Kernel source file, relative to the spec; derived from source_root "
         "and module when those are given.",
+        json_schema_extra=SPEC_PATH,
     )
     source_root: str | None = Field(
         None,
         min_length=1,
         description="A directory on the library's Python path (TileGym's src/), relative to "
         "the spec; with `module`, the kernel is taken from the unmodified library.",
+        json_schema_extra=SPEC_PATH,
     )
     module: Annotated[str, Field(pattern=MODULE_NAME)] | None = Field(
         None, description="The kernel's module by dotted name under source_root."

@@ -40,6 +40,9 @@ _ENTRY = re.compile(
 )
 
 
+MAX_DUMP_BYTES = 16 << 20  # a kernel's bytecode is kilobytes; this bounds what is read
+
+
 class DumpError(Exception):
     """The dump cannot be the variant's reference; `error` says why."""
 
@@ -63,8 +66,16 @@ def _what_it_is(head: bytes) -> str:
 def bytecode_version(dump: Path, variant: str) -> str:
     """The Tile IR bytecode version in the dump's header ("13.3"); DumpError when the
     file is missing or is not Tile IR bytecode."""
+    if dump.is_symlink() or (dump.exists() and not dump.is_file()):
+        # A device, a pipe or a link would be read as the reference (/dev/zero grows
+        # without end); a dump is a plain file that came with the spec.
+        raise _fail(dump, variant, "reference_bytecode: not a regular file")
     try:
-        head = dump.read_bytes()[:HEADER_BYTES]
+        if dump.stat().st_size > MAX_DUMP_BYTES:
+            message = f"reference_bytecode: larger than {MAX_DUMP_BYTES} bytes"
+            raise _fail(dump, variant, message)
+        with dump.open("rb") as stream:
+            head = stream.read(HEADER_BYTES)
     except FileNotFoundError:
         raise _fail(dump, variant, "reference_bytecode: no such file") from None
     except OSError as exc:

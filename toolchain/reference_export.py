@@ -413,9 +413,10 @@ def library_module(spec_path: Path, spec: PortSpec, source: Path | None = None) 
 
 def variant_dumps(spec_path: Path, spec: PortSpec) -> dict[str, Path]:
     """The Tile IR bytecode dumps the spec's variants name (`reference_bytecode`),
-    resolved beside the spec, by variant name."""
+    below the spec's folder, by variant name (not resolved: a link stays a link, which
+    `bytecode_dump` refuses)."""
     return {
-        variant.name: spec_relative(spec_path, variant.reference_bytecode)
+        variant.name: spec_path.parent / variant.reference_bytecode
         for variant in spec.variants
         if variant.reference_bytecode is not None
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
 from fastapi.testclient import TestClient
 from service_support import AUTH, fixture_bytes, make_context, submit, upload_files
 from sqlalchemy import func, select
@@ -99,6 +100,39 @@ def test_spec_with_a_path_escaping_the_inputs_is_rejected(client: TestClient) ->
     response = submit(client, spec=spec)
     assert response.status_code == 422
     assert error_code(response) == "invalid_spec"
+
+
+def test_a_bytecode_dump_is_a_submitted_file_below_the_spec(
+    client: TestClient, context: ServiceContext
+) -> None:
+    """A variant's `reference_bytecode` names a file of the submission: never a path
+    of the server (read by the job, outside the sandbox), never one not submitted."""
+    spec = fixture_bytes("vadd.port.yaml")
+    for escape in (b"../../../etc/shadow", b"/dev/zero"):
+        named = _with_dump(spec, escape)
+        response = submit(client, spec=named)
+        assert response.status_code == 422 and error_code(response) == "invalid_spec"
+        [problem] = response.json()["error"]["detail"]["problems"]
+        assert problem["field"] == "variants[0].reference_bytecode"
+    response = submit(client, spec=_with_dump(spec, b"dumps/vadd.tileirbc"))
+    assert response.status_code == 422 and error_code(response) == "invalid_spec"
+    assert response.json()["error"]["detail"]["expected_file"] == "dumps/vadd.tileirbc"
+    # Uploaded as a `bytecode` part, it is kept where the spec names it.
+    files = {
+        **upload_files(spec=_with_dump(spec, b"dumps/vadd.tileirbc")),
+        "bytecode": ("vadd.tileirbc", b"TileIR\x00dump"),
+    }
+    response = client.post("/v1/conversions", files=files, headers=AUTH)
+    assert response.status_code == 202, response.text
+    inputs = run_dir(context.settings, response.json()["id"]) / "input"
+    assert (inputs / "dumps" / "vadd.tileirbc").read_bytes() == b"TileIR\x00dump"
+
+
+def _with_dump(spec: bytes, dump: bytes) -> bytes:
+    """`spec` whose first variant's reference is the bytecode dump `dump`."""
+    data = yaml.safe_load(spec)
+    data["variants"][0]["reference_bytecode"] = dump.decode()
+    return yaml.safe_dump(data, sort_keys=False).encode()
 
 
 def test_source_without_a_kernel_is_not_a_kernel(

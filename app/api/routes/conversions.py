@@ -78,6 +78,9 @@ def invalid_request(message: str, **detail: Any) -> ApiError:
     return ApiError(400, ErrorCode.INVALID_REQUEST, message, detail)
 
 
+MAX_BYTECODE_PARTS = 8  # bytecode dumps a submission may carry, one per variant
+
+
 async def read_part(form: FormData, name: str, limit: int) -> tuple[str, bytes]:
     """(filename, bytes) of a form part, file or plain field, read up to the limit."""
     part = form.get(name)
@@ -122,13 +125,20 @@ def parse_options(raw: str | None) -> RunOptions:
 
 async def multipart_submission(request: Request, context: ServiceContext) -> Submission:
     limit = context.settings.max_upload_bytes
-    form = await request.form(max_files=3, max_fields=4, max_part_size=limit + 1)
+    form = await request.form(
+        max_files=3 + MAX_BYTECODE_PARTS, max_fields=4, max_part_size=limit + 1
+    )
     source_name, source = await read_part(form, "source", limit)
     _, spec = await read_part(form, "spec", limit)
     extra: dict[str, bytes] = {}
     if form.get("reference") is not None:
         reference_name, reference = await read_part(form, "reference", limit)
         extra[PurePosixPath(reference_name or "reference.py").name] = reference
+    # A variant's `reference_bytecode` dump, by its file name.
+    for part in form.getlist("bytecode"):
+        if not isinstance(part, UploadFile) or not part.filename:
+            raise invalid_request("`bytecode` must be a file upload with a filename")
+        extra[PurePosixPath(part.filename).name] = await part.read(limit + 1)
     raw_options = form.get("options")
     options = parse_options(raw_options if isinstance(raw_options, str) else None)
     if not source_name:
