@@ -208,11 +208,19 @@ def list_page(
     return list(rows), int(total)
 
 
-def cancel(factory: sessionmaker[Session], conversion_id: str, by: str) -> Conversion:
+def cancel(
+    factory: sessionmaker[Session], conversion_id: str, by: str, admin: bool = False
+) -> Conversion:
     """Queued or awaiting a GPU: cancelled at once. Running: flagged; the worker stops
-    the job."""
+    the job. Only its submitter, or an admin (`API_ADMINS`), may cancel it."""
     with transaction(factory) as session:
         conversion = get(session, conversion_id)
+        if not admin and conversion.submitted_by != by:
+            raise ApiError(
+                403,
+                ErrorCode.FORBIDDEN,
+                "only the caller that submitted the conversion, or an admin, may cancel it",
+            )
         status = ConversionStatus(conversion.status)
         if status.terminal:
             raise ApiError(

@@ -34,6 +34,11 @@ class Settings(BaseModel):
     api_tokens: dict[str, str] = Field(
         default_factory=dict, description="API_TOKENS: 'name:token,name2:token2'"
     )
+    api_admins: list[str] = Field(
+        default_factory=list,
+        description="API_ADMINS: names of API tokens that may act on any caller's "
+        "conversion (cancel it); every other token acts on its own only",
+    )
     github_webhook_secret: str = Field("", description="GITHUB_WEBHOOK_SECRET")
     github_api_url: str = Field("https://api.github.com", description="GITHUB_API_URL")
     github_token: str = Field("", description="GITHUB_TOKEN")
@@ -84,6 +89,7 @@ ENV_FIELDS: dict[str, str] = {
     "ARTIFACT_ROOT": "artifact_root",
     "SOURCE_ROOT": "source_root",
     "API_TOKENS": "api_tokens",
+    "API_ADMINS": "api_admins",
     "GITHUB_WEBHOOK_SECRET": "github_webhook_secret",
     "GITHUB_API_URL": "github_api_url",
     "GITHUB_TOKEN": "github_token",
@@ -121,6 +127,8 @@ def _convert(field: str, raw: str) -> Any:
         return parse_tokens(raw)
     if field == "no_gpu":
         return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if field == "api_admins":
+        return [name.strip() for name in raw.split(",") if name.strip()]
     if field == "gpu_queues":
         return [arch.strip() for arch in raw.split(",") if arch.strip()]
     return raw

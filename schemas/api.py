@@ -25,6 +25,7 @@ class ErrorCode(StrEnum):
     QUEUE_FULL = "queue_full"
     BROKER_UNAVAILABLE = "broker_unavailable"
     UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     BAD_SIGNATURE = "bad_signature"
     REPLAYED_DELIVERY = "replayed_delivery"
     MALFORMED_DELIVERY = "malformed_delivery"

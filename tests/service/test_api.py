@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from app.api.main import create_app
 from app.context import ServiceContext
 from app.conversions import run_dir
-from app.settings import load_settings
+from app.settings import Settings, load_settings
 from app.storage.models import Conversion, Event
 from app.worker.queue import try_claim
 
@@ -364,6 +364,30 @@ def test_cancel_queued_then_again(client: TestClient, context: ServiceContext) -
     again = client.post(f"/v1/conversions/{cid}/cancel", headers=AUTH)
     assert again.status_code == 409 and error_code(again) == "not_cancellable"
     assert try_claim(context.sessions, cid, "w", 5.0) is None
+
+
+def test_only_the_submitter_or_an_admin_cancels(settings: Settings) -> None:
+    """Another tenant's token cannot cancel a conversion (403, nothing changed); an
+    admin's (API_ADMINS) can."""
+    tenants = settings.model_copy(
+        update={
+            "api_tokens": {**settings.api_tokens, "mallory": "m-token", "ops": "o-token"},
+            "api_admins": ["ops"],
+        }
+    )
+    context = make_context(tenants)
+    try:
+        with TestClient(create_app(context)) as client:
+            cid = submit(client).json()["id"]
+            mallory = {"Authorization": "Bearer m-token"}
+            response = client.post(f"/v1/conversions/{cid}/cancel", headers=mallory)
+            assert response.status_code == 403 and error_code(response) == "forbidden"
+            assert client.get(f"/v1/conversions/{cid}").json()["status"] == "queued"
+            ops = {"Authorization": "Bearer o-token"}
+            response = client.post(f"/v1/conversions/{cid}/cancel", headers=ops)
+            assert response.status_code == 202 and response.json()["status"] == "cancelled"
+    finally:
+        context.engine.dispose()
 
 
 def test_cancel_running_flags_it_for_the_worker(

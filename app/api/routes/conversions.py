@@ -282,7 +282,8 @@ def cancel_conversion(conversion_id: str, context: ContextDep, caller: CallerDep
     # to claim it, so nothing needs revoking there.
     with context.sessions() as session:
         before = conversions.get(session, conversion_id).status
-    cancelled = conversions.cancel(context.sessions, conversion_id, caller)
+    admin = caller in context.settings.api_admins
+    cancelled = conversions.cancel(context.sessions, conversion_id, caller, admin)
     if before == ConversionStatus.AWAITING_GPU:
         # Its checkpoints were kept for the completion that will not come.
         prune(context.settings.resolved_database_url, conversion_id)
