@@ -80,6 +80,36 @@ def test_idempotency_key_reused_for_another_request_is_a_conflict(
     assert conversion_count(context) == 1
 
 
+def test_idempotency_keys_are_each_callers_own(settings: Settings) -> None:
+    """The same key from another tenant starts that tenant's own conversion (no 409
+    naming someone else's), and a key spelled like the PR bot's names no bot run."""
+    tenants = settings.model_copy(
+        update={"api_tokens": {**settings.api_tokens, "mallory": "m-token"}}
+    )
+    context = make_context(tenants)
+    mallory = {"Authorization": "Bearer m-token"}
+    try:
+        with TestClient(create_app(context)) as client:
+            first = submit(client, headers={"Idempotency-Key": "release"}).json()["id"]
+            other = submit(client, headers={"Idempotency-Key": "release", **mallory})
+            assert other.status_code == 202 and other.json()["duplicate"] is False
+            assert other.json()["id"] != first
+            changed = fixture_bytes("vadd.py") + b"# other\n"
+            conflict = submit(
+                client, headers={"Idempotency-Key": "release", **mallory}, source=changed
+            )
+            assert conflict.status_code == 409
+            assert conflict.json()["error"]["detail"]["conversion_id"] == other.json()["id"]
+            bot_key = {"Idempotency-Key": "github:0123456789abcdef:deadbeef:vadd", **mallory}
+            squatted = submit(client, headers=bot_key).json()["id"]
+            with context.sessions() as session:
+                stored = session.get(Conversion, squatted)
+                assert stored is not None and stored.idempotency_key is not None
+                assert not stored.idempotency_key.startswith("github:")
+    finally:
+        context.engine.dispose()
+
+
 def test_invalid_yaml_spec_is_rejected(client: TestClient, context: ServiceContext) -> None:
     response = submit(client, spec=b"name: [unclosed\n")
     assert response.status_code == 422

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import PurePosixPath
 from typing import Annotated, Any
@@ -76,6 +77,15 @@ SUBMIT_BODY = {
 
 def invalid_request(message: str, **detail: Any) -> ApiError:
     return ApiError(400, ErrorCode.INVALID_REQUEST, message, detail)
+
+
+def caller_key(caller: str, key: str | None) -> str | None:
+    """An Idempotency-Key as stored: one caller's, apart from every other caller's
+    and from the PR bot's (`github:...`), so a key can neither be squatted nor
+    name another tenant's conversion."""
+    if not key:
+        return None
+    return "api:" + hashlib.sha256(f"{caller}\0{key}".encode()).hexdigest()
 
 
 MAX_BYTECODE_PARTS = 8  # bytecode dumps a submission may carry, one per variant
@@ -234,7 +244,7 @@ async def create_conversion(
             context.settings,
             submission,
             caller,
-            idempotency_key,
+            caller_key(caller, idempotency_key),
         )
     except ApiError as error:
         context.metrics.rejected.labels(error.code.value).inc()
