@@ -86,15 +86,46 @@ def replay_or_conflict(existing: Conversion, request_fingerprint: str) -> Conver
     return existing
 
 
-def check_backpressure(session: Session, settings: Settings) -> None:
+def check_backpressure(session: Session, settings: Settings, caller: str) -> None:
+    """429 when the queue is full, or when `caller` already has its share waiting or
+    running (one tenant cannot fill the queue for the others)."""
+    retry = {"Retry-After": str(settings.queue_retry_after_s)}
     if queue_depth(session) >= settings.queue_max_pending:
         raise ApiError(
             429,
             ErrorCode.QUEUE_FULL,
             "too many conversions are waiting; retry later",
             {"queued_limit": settings.queue_max_pending},
-            headers={"Retry-After": str(settings.queue_retry_after_s)},
+            headers=retry,
         )
+    if pending_of(session, caller) >= settings.queue_max_per_caller:
+        raise ApiError(
+            429,
+            ErrorCode.QUEUE_FULL,
+            "you have as many conversions waiting or running as one caller may; retry later",
+            {"caller_limit": settings.queue_max_per_caller},
+            headers=retry,
+        )
+
+
+def pending_of(session: Session, caller: str) -> int:
+    """The caller's conversions waiting or running."""
+    count = session.scalar(
+        select(func.count())
+        .select_from(Conversion)
+        .where(
+            Conversion.submitted_by == caller,
+            Conversion.status.in_([ConversionStatus.QUEUED, ConversionStatus.RUNNING]),
+        )
+    )
+    return int(count or 0)
+
+
+def check_capacity(factory: sessionmaker[Session], settings: Settings, caller: str) -> None:
+    """`check_backpressure` before a submission is read: a caller over its share
+    costs no intake work (the sandboxed kernel check)."""
+    with factory() as session:
+        check_backpressure(session, settings, caller)
 
 
 def write_inputs(settings: Settings, conversion_id: str, submission: Submission) -> None:
@@ -126,7 +157,7 @@ def submit(
     conversion_id = new_id()
     try:
         with transaction(factory) as session:
-            check_backpressure(session, settings)
+            check_backpressure(session, settings, submitted_by)
             conversion = new_conversion(settings, conversion_id, submission, submitted_by)
             conversion.request_fingerprint = request_fingerprint
             conversion.idempotency_key = idempotency_key or None

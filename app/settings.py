@@ -54,6 +54,12 @@ class Settings(BaseModel):
     public_url: str = Field("", description="TILEPORT_PUBLIC_URL: base of links sent out")
     max_upload_bytes: int = Field(1_000_000, gt=0, description="MAX_UPLOAD_BYTES")
     queue_max_pending: int = Field(64, gt=0, description="QUEUE_MAX_PENDING")
+    queue_max_per_caller: int = Field(
+        16,
+        gt=0,
+        description="QUEUE_MAX_PER_CALLER: conversions one caller may have waiting or "
+        "running; checked before a submission is read",
+    )
     queue_retry_after_s: int = Field(30, gt=0, description="QUEUE_RETRY_AFTER_S")
     worker_mode: WorkerMode = Field(WorkerMode.INPROC, description="WORKER_MODE")
     worker_threads: int = Field(2, gt=0, description="WORKER_THREADS (inproc)")
@@ -99,6 +105,7 @@ ENV_FIELDS: dict[str, str] = {
     "TILEPORT_PUBLIC_URL": "public_url",
     "MAX_UPLOAD_BYTES": "max_upload_bytes",
     "QUEUE_MAX_PENDING": "queue_max_pending",
+    "QUEUE_MAX_PER_CALLER": "queue_max_per_caller",
     "QUEUE_RETRY_AFTER_S": "queue_retry_after_s",
     "WORKER_MODE": "worker_mode",
     "WORKER_THREADS": "worker_threads",

@@ -110,6 +110,29 @@ def test_idempotency_keys_are_each_callers_own(settings: Settings) -> None:
         context.engine.dispose()
 
 
+def test_one_caller_cannot_fill_the_queue(settings: Settings) -> None:
+    """A caller with its share waiting is refused (429) before its submission is
+    read, however bad; another caller is still served."""
+    tenants = settings.model_copy(
+        update={
+            "api_tokens": {**settings.api_tokens, "mallory": "m-token"},
+            "queue_max_per_caller": 1,
+        }
+    )
+    context = make_context(tenants)
+    mallory = {"Authorization": "Bearer m-token"}
+    try:
+        with TestClient(create_app(context)) as client:
+            assert submit(client, headers=mallory).status_code == 202
+            for source in (None, b"not a kernel"):
+                refused = submit(client, headers=mallory, source=source)
+                assert refused.status_code == 429 and error_code(refused) == "queue_full"
+                assert refused.json()["error"]["detail"] == {"caller_limit": 1}
+            assert submit(client).status_code == 202
+    finally:
+        context.engine.dispose()
+
+
 def test_invalid_yaml_spec_is_rejected(client: TestClient, context: ServiceContext) -> None:
     response = submit(client, spec=b"name: [unclosed\n")
     assert response.status_code == 422

@@ -227,6 +227,9 @@ async def create_conversion(
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     try:
         await run_in_threadpool(refuse_unless_runnable, context)
+        await run_in_threadpool(
+            conversions.check_capacity, context.sessions, context.settings, caller
+        )
         if content_type == "multipart/form-data":
             submission = await multipart_submission(request, context)
         elif content_type == "application/json":
