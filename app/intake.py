@@ -284,6 +284,13 @@ def library_submission(
             f"the kernel needs {len(needed)} library modules (at most {MAX_LIBRARY_FILES})",
             field="module",
         )
+    for path in needed:
+        if not stays_inside(library, path):
+            raise invalid_spec(
+                "a library module the kernel needs is a link, or leads out of source_root",
+                field="module",
+                file=path.relative_to(library).as_posix(),
+            )
     files = {
         path.relative_to(library).as_posix(): read_limited(path, "library module", limit)
         for path in sorted(needed)
@@ -294,6 +301,16 @@ def library_submission(
         source=files[module_file],
         library_files=files,
     )
+
+
+def stays_inside(base: Path, path: Path) -> bool:
+    """Whether `path`, below `base`, is reached without following a link: no part
+    from `base` down is a symbolic link, and it resolves inside `base`."""
+    relative = path.relative_to(base)
+    for depth in range(1, len(relative.parts) + 1):
+        if (base / Path(*relative.parts[:depth])).is_symlink():
+            return False
+    return path.resolve().is_relative_to(base.resolve())
 
 
 def locate_spec(source_path: str | None, spec_path: str | None) -> str:

@@ -102,6 +102,26 @@ def test_a_library_outside_the_source_root_is_refused(
     assert "source_root is outside the source root" in response.json()["error"]["message"]
 
 
+def test_a_library_module_that_is_a_link_is_refused(
+    client: TestClient, library: Path, tmp_path: Path
+) -> None:
+    """A module the kernel needs, replaced by a link to a file outside SOURCE_ROOT
+    (a secret of the server), is not read: 422 naming the module."""
+    secret = tmp_path / "secret.py"
+    secret.write_text("TOKEN = 'not for runs'\n")
+    module = library / "tilegym-src" / "tilegym" / "ops" / "cutile" / "activation" / "relu.py"
+    kept = module.read_text()
+    module.unlink()
+    secret.write_text(kept + "\nTOKEN = 'not for runs'\n")
+    module.symlink_to(secret)
+    body = {"spec_path": "specs/relu_fwd_kernel.port.yaml"}
+    response = client.post("/v1/conversions", json=body, headers=AUTH)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert "is a link, or leads out of source_root" in error["message"]
+    assert error["detail"]["file"] == "tilegym/ops/cutile/activation/relu.py"
+
+
 @pytest.fixture
 def pool(context: ServiceContext) -> Iterator[WorkerPool]:
     workers = WorkerPool(context.settings, context.sessions, threads=1)
