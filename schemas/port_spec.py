@@ -907,6 +907,9 @@ def load_port_spec(path: Path) -> PortSpec:
         raise PortSpecError(path, [("(file)", exc.strerror or str(exc))]) from None
     try:
         data = yaml.load(text, Loader=_SpecLoader)  # a SafeLoader subclass
+    except RecursionError:
+        # Nesting deeper than the interpreter's stack (`a: [[[[...]]]]`): no spec.
+        raise PortSpecError(path, [("(yaml)", "nested too deeply")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(yaml)"
