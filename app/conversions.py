@@ -239,6 +239,16 @@ def list_page(
     return list(rows), int(total)
 
 
+def check_owner(conversion: Conversion, caller: str, admin: bool, action: str) -> None:
+    """403 unless `caller` submitted the conversion or is an admin (`API_ADMINS`)."""
+    if not admin and conversion.submitted_by != caller:
+        raise ApiError(
+            403,
+            ErrorCode.FORBIDDEN,
+            f"only the caller that submitted the conversion, or an admin, may {action}",
+        )
+
+
 def cancel(
     factory: sessionmaker[Session], conversion_id: str, by: str, admin: bool = False
 ) -> Conversion:
@@ -246,12 +256,7 @@ def cancel(
     the job. Only its submitter, or an admin (`API_ADMINS`), may cancel it."""
     with transaction(factory) as session:
         conversion = get(session, conversion_id)
-        if not admin and conversion.submitted_by != by:
-            raise ApiError(
-                403,
-                ErrorCode.FORBIDDEN,
-                "only the caller that submitted the conversion, or an admin, may cancel it",
-            )
+        check_owner(conversion, by, admin, "cancel it")
         status = ConversionStatus(conversion.status)
         if status.terminal:
             raise ApiError(

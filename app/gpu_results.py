@@ -83,11 +83,17 @@ def accept_results(
     conversion_id: str,
     files: dict[str, bytes],
     source: str,
+    owner: tuple[str, bool] | None = None,
 ) -> Arrival:
     """Keep and check one result folder; queue the run to finish from it when a GPU ran.
-    The caller dispatches a resumed conversion."""
+    The caller dispatches a resumed conversion. `owner` is an API caller and whether
+    it is an admin: only the conversion's submitter or an admin sends its results
+    (a GPU worker of this service, `owner` None, sends those of the runs it took)."""
     with sessions() as session:
-        status = conversions.get(session, conversion_id).status
+        conversion = conversions.get(session, conversion_id)
+        if owner is not None:
+            conversions.check_owner(conversion, *owner, "send its GPU results")
+        status = conversion.status
     if status != ConversionStatus.AWAITING_GPU:
         raise not_awaiting(status)
     check_names(files, settings.max_upload_bytes)

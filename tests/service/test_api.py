@@ -430,9 +430,9 @@ def test_cancel_queued_then_again(client: TestClient, context: ServiceContext) -
     assert try_claim(context.sessions, cid, "w", 5.0) is None
 
 
-def test_only_the_submitter_or_an_admin_cancels(settings: Settings) -> None:
-    """Another tenant's token cannot cancel a conversion (403, nothing changed); an
-    admin's (API_ADMINS) can."""
+def test_only_the_submitter_or_an_admin_acts_on_a_conversion(settings: Settings) -> None:
+    """Another tenant's token cannot cancel a conversion nor send its GPU results
+    (403, nothing changed); an admin's (API_ADMINS) can."""
     tenants = settings.model_copy(
         update={
             "api_tokens": {**settings.api_tokens, "mallory": "m-token", "ops": "o-token"},
@@ -447,6 +447,13 @@ def test_only_the_submitter_or_an_admin_cancels(settings: Settings) -> None:
             response = client.post(f"/v1/conversions/{cid}/cancel", headers=mallory)
             assert response.status_code == 403 and error_code(response) == "forbidden"
             assert client.get(f"/v1/conversions/{cid}").json()["status"] == "queued"
+            # Nor send its GPU results (checked before anything of the upload is read).
+            results = f"/v1/conversions/{cid}/gpu-results"
+            files = [("files", ("correctness.json", b"{}"))]
+            response = client.post(results, files=files, headers=mallory)
+            assert response.status_code == 403 and error_code(response) == "forbidden"
+            response = client.post(results, files=files, headers=AUTH)
+            assert response.status_code == 409  # the owner: not awaiting a GPU
             ops = {"Authorization": "Bearer o-token"}
             response = client.post(f"/v1/conversions/{cid}/cancel", headers=ops)
             assert response.status_code == 202 and response.json()["status"] == "cancelled"
