@@ -4,7 +4,10 @@ cancel, backpressure, health and OpenAPI."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import yaml
 from fastapi.testclient import TestClient
@@ -80,57 +83,53 @@ def test_idempotency_key_reused_for_another_request_is_a_conflict(
     assert conversion_count(context) == 1
 
 
+MALLORY = {"Authorization": "Bearer m-token"}  # another tenant
+OPS = {"Authorization": "Bearer o-token"}  # an admin, where API_ADMINS names "ops"
+
+
+@contextmanager
+def tenants(settings: Settings, **changes: Any) -> Iterator[tuple[TestClient, ServiceContext]]:
+    """A server whose tokens are the test's own ("ci"), another tenant's ("mallory")
+    and "ops", with `changes` to its settings."""
+    tokens = {**settings.api_tokens, "mallory": "m-token", "ops": "o-token"}
+    context = make_context(settings.model_copy(update={"api_tokens": tokens, **changes}))
+    try:
+        with TestClient(create_app(context)) as client:
+            yield client, context
+    finally:
+        context.engine.dispose()
+
+
 def test_idempotency_keys_are_each_callers_own(settings: Settings) -> None:
     """The same key from another tenant starts that tenant's own conversion (no 409
     naming someone else's), and a key spelled like the PR bot's names no bot run."""
-    tenants = settings.model_copy(
-        update={"api_tokens": {**settings.api_tokens, "mallory": "m-token"}}
-    )
-    context = make_context(tenants)
-    mallory = {"Authorization": "Bearer m-token"}
-    try:
-        with TestClient(create_app(context)) as client:
-            first = submit(client, headers={"Idempotency-Key": "release"}).json()["id"]
-            other = submit(client, headers={"Idempotency-Key": "release", **mallory})
-            assert other.status_code == 202 and other.json()["duplicate"] is False
-            assert other.json()["id"] != first
-            changed = fixture_bytes("vadd.py") + b"# other\n"
-            conflict = submit(
-                client, headers={"Idempotency-Key": "release", **mallory}, source=changed
-            )
-            assert conflict.status_code == 409
-            assert conflict.json()["error"]["detail"]["conversion_id"] == other.json()["id"]
-            bot_key = {"Idempotency-Key": "github:0123456789abcdef:deadbeef:vadd", **mallory}
-            squatted = submit(client, headers=bot_key).json()["id"]
-            with context.sessions() as session:
-                stored = session.get(Conversion, squatted)
-                assert stored is not None and stored.idempotency_key is not None
-                assert not stored.idempotency_key.startswith("github:")
-    finally:
-        context.engine.dispose()
+    with tenants(settings) as (client, context):
+        first = submit(client, headers={"Idempotency-Key": "release"}).json()["id"]
+        other = submit(client, headers={"Idempotency-Key": "release", **MALLORY})
+        assert other.status_code == 202 and other.json()["duplicate"] is False
+        assert other.json()["id"] != first
+        changed = fixture_bytes("vadd.py") + b"# other\n"
+        conflict = submit(client, headers={"Idempotency-Key": "release", **MALLORY}, source=changed)
+        assert conflict.status_code == 409
+        assert conflict.json()["error"]["detail"]["conversion_id"] == other.json()["id"]
+        bot_key = {"Idempotency-Key": "github:0123456789abcdef:deadbeef:vadd", **MALLORY}
+        squatted = submit(client, headers=bot_key).json()["id"]
+        with context.sessions() as session:
+            stored = session.get(Conversion, squatted)
+            assert stored is not None and stored.idempotency_key is not None
+            assert not stored.idempotency_key.startswith("github:")
 
 
 def test_one_caller_cannot_fill_the_queue(settings: Settings) -> None:
     """A caller with its share waiting is refused (429) before its submission is
     read, however bad; another caller is still served."""
-    tenants = settings.model_copy(
-        update={
-            "api_tokens": {**settings.api_tokens, "mallory": "m-token"},
-            "queue_max_per_caller": 1,
-        }
-    )
-    context = make_context(tenants)
-    mallory = {"Authorization": "Bearer m-token"}
-    try:
-        with TestClient(create_app(context)) as client:
-            assert submit(client, headers=mallory).status_code == 202
-            for source in (None, b"not a kernel"):
-                refused = submit(client, headers=mallory, source=source)
-                assert refused.status_code == 429 and error_code(refused) == "queue_full"
-                assert refused.json()["error"]["detail"] == {"caller_limit": 1}
-            assert submit(client).status_code == 202
-    finally:
-        context.engine.dispose()
+    with tenants(settings, queue_max_per_caller=1) as (client, _):
+        assert submit(client, headers=MALLORY).status_code == 202
+        for source in (None, b"not a kernel"):
+            refused = submit(client, headers=MALLORY, source=source)
+            assert refused.status_code == 429 and error_code(refused) == "queue_full"
+            assert refused.json()["error"]["detail"] == {"caller_limit": 1}
+        assert submit(client).status_code == 202
 
 
 def test_invalid_yaml_spec_is_rejected(client: TestClient, context: ServiceContext) -> None:
@@ -433,32 +432,20 @@ def test_cancel_queued_then_again(client: TestClient, context: ServiceContext) -
 def test_only_the_submitter_or_an_admin_acts_on_a_conversion(settings: Settings) -> None:
     """Another tenant's token cannot cancel a conversion nor send its GPU results
     (403, nothing changed); an admin's (API_ADMINS) can."""
-    tenants = settings.model_copy(
-        update={
-            "api_tokens": {**settings.api_tokens, "mallory": "m-token", "ops": "o-token"},
-            "api_admins": ["ops"],
-        }
-    )
-    context = make_context(tenants)
-    try:
-        with TestClient(create_app(context)) as client:
-            cid = submit(client).json()["id"]
-            mallory = {"Authorization": "Bearer m-token"}
-            response = client.post(f"/v1/conversions/{cid}/cancel", headers=mallory)
-            assert response.status_code == 403 and error_code(response) == "forbidden"
-            assert client.get(f"/v1/conversions/{cid}").json()["status"] == "queued"
-            # Nor send its GPU results (checked before anything of the upload is read).
-            results = f"/v1/conversions/{cid}/gpu-results"
-            files = [("files", ("correctness.json", b"{}"))]
-            response = client.post(results, files=files, headers=mallory)
-            assert response.status_code == 403 and error_code(response) == "forbidden"
-            response = client.post(results, files=files, headers=AUTH)
-            assert response.status_code == 409  # the owner: not awaiting a GPU
-            ops = {"Authorization": "Bearer o-token"}
-            response = client.post(f"/v1/conversions/{cid}/cancel", headers=ops)
-            assert response.status_code == 202 and response.json()["status"] == "cancelled"
-    finally:
-        context.engine.dispose()
+    with tenants(settings, api_admins=["ops"]) as (client, _):
+        cid = submit(client).json()["id"]
+        response = client.post(f"/v1/conversions/{cid}/cancel", headers=MALLORY)
+        assert response.status_code == 403 and error_code(response) == "forbidden"
+        assert client.get(f"/v1/conversions/{cid}").json()["status"] == "queued"
+        # Nor send its GPU results (checked before anything of the upload is read).
+        results = f"/v1/conversions/{cid}/gpu-results"
+        files = [("files", ("correctness.json", b"{}"))]
+        response = client.post(results, files=files, headers=MALLORY)
+        assert response.status_code == 403 and error_code(response) == "forbidden"
+        response = client.post(results, files=files, headers=AUTH)
+        assert response.status_code == 409  # the owner: not awaiting a GPU
+        response = client.post(f"/v1/conversions/{cid}/cancel", headers=OPS)
+        assert response.status_code == 202 and response.json()["status"] == "cancelled"
 
 
 def test_cancel_running_flags_it_for_the_worker(
