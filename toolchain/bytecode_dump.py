@@ -99,7 +99,7 @@ def _one_line(exc: Exception) -> str:
 
 def _disassemble(dump: Path, variant: str, with_locations: bool) -> str:
     try:
-        return tileirdisasm(dump, with_locations=with_locations)
+        return tileirdisasm(dump, with_locations=with_locations, submitted=True)
     except ToolError as exc:
         message = f"reference_bytecode: tileirdisasm cannot read it: {_one_line(exc)}"
         raise _fail(dump, variant, message) from None
@@ -108,7 +108,7 @@ def _disassemble(dump: Path, variant: str, with_locations: bool) -> str:
 def _wrong_version(dump: Path, variant: str, version: str) -> DumpError:
     """The version error, with what tileirdisasm makes of the file."""
     try:
-        entries = entry_symbols(tileirdisasm(dump))
+        entries = entry_symbols(tileirdisasm(dump, submitted=True))
         report = f"tileirdisasm reads it (entry {', '.join('@' + e for e in entries)})"
     except ToolError as exc:
         report = _one_line(exc)
@@ -171,7 +171,7 @@ def import_dump(
     for target, cubin in cubins.items():
         started = time.perf_counter()
         try:
-            tileiras(bytecode, out_dir / cubin, target)
+            tileiras(bytecode, out_dir / cubin, target, submitted=True)
         except ToolError as exc:
             message = f"{target}: {_one_line(exc)}"
             raise _fail(dump, variant, message, kind="toolchain_error") from None

@@ -6,9 +6,11 @@ import functools
 import platform
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from toolchain.env import find_toolchain, toolchain_env
+from toolchain.sandbox import Limits, Sandbox, SandboxUnavailable
 
 TILEIRAS_OPT_LEVEL = "-O3"
 
@@ -17,14 +19,24 @@ class ToolError(RuntimeError):
     """A tool ran and failed; the message carries its stderr."""
 
 
-def _run(args: list[str], timeout_s: float, prefix: list[str] | None = None) -> str:
+# Where a boxed tool's arguments name its input (a copy of the file given) and output.
+INPUT, OUTPUT = "{input}", "{output}"
+BOXED_LIMITS = Limits(address_space_bytes=None, processes=64)  # LLVM reserves much
+
+
+def _run(
+    args: list[str],
+    timeout_s: float,
+    prefix: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     """Run `args` (under `prefix`, a launcher such as setarch, when given)."""
     try:
         done = subprocess.run(
             [*(prefix or []), *args],
             capture_output=True,
             text=True,
-            env=toolchain_env(),
+            env=toolchain_env() if env is None else env,
             timeout=timeout_s,
         )
     except FileNotFoundError as err:
@@ -37,10 +49,55 @@ def _run(args: list[str], timeout_s: float, prefix: list[str] | None = None) -> 
     return done.stdout
 
 
-def tileirdisasm(bytecode: Path, timeout_s: float = 60.0, *, with_locations: bool = False) -> str:
-    """The MLIR text of a Tile IR bytecode file; with its source locations (`-g`) if asked."""
+def _run_boxed(
+    args: list[str],
+    source: Path,
+    timeout_s: float,
+    prefix: list[str] | None = None,
+    output: Path | None = None,
+) -> str:
+    """Run `args` in the sandbox on a copy of `source` (`INPUT` in `args`), with the
+    toolchain's variables only (none of the service's); what it writes at `OUTPUT`
+    is copied to `output`, if a plain file. For bytes someone submitted: a bytecode
+    dump goes to tileirdisasm and tileiras as an export's bytecode does (those run
+    in the export's sandbox)."""
+    with tempfile.TemporaryDirectory(prefix="tileport-tool-") as folder:
+        scratch = Path(folder)
+        local, produced = scratch / "input.tileirbc", scratch / "output"
+        shutil.copyfile(source, local)
+        named = {INPUT: str(local), OUTPUT: str(produced)}
+        argv = [named.get(arg, arg) for arg in args]
+        paths = toolchain_env({})
+        env = {name: paths[name] for name in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")}
+        box = Sandbox(
+            scratch=scratch, env={**env, "HOME": folder, "TMPDIR": folder}, limits=BOXED_LIMITS
+        )
+        try:
+            launch = box.launch([*(prefix or []), *argv])
+        except SandboxUnavailable as err:
+            raise ToolError(str(err)) from err
+        stdout = _run(launch.argv, timeout_s, env=launch.env)
+        if output is not None:
+            if produced.is_symlink() or not produced.is_file():
+                raise ToolError(f"{Path(args[0]).name} wrote no output")
+            shutil.copyfile(produced, output)
+        return stdout
+
+
+def tileirdisasm(
+    bytecode: Path,
+    timeout_s: float = 60.0,
+    *,
+    with_locations: bool = False,
+    submitted: bool = False,
+) -> str:
+    """The MLIR text of a Tile IR bytecode file; with its source locations (`-g`) if
+    asked; in the sandbox when the file was `submitted` (`_run_boxed`)."""
     tool = str(find_toolchain().tool("tileirdisasm"))
-    return _run([tool, *(["-g"] if with_locations else []), str(bytecode)], timeout_s)
+    flags = ["-g"] if with_locations else []
+    if submitted:
+        return _run_boxed([tool, *flags, INPUT], bytecode, timeout_s)
+    return _run([tool, *flags, str(bytecode)], timeout_s)
 
 
 def tileiras(
@@ -50,6 +107,7 @@ def tileiras(
     timeout_s: float = 300.0,
     *,
     fixed_layout: bool = True,
+    submitted: bool = False,
 ) -> Path:
     """Assemble bytecode into a cubin for `target`.
 
@@ -58,8 +116,12 @@ def tileiras(
     order): with `fixed_layout` it runs without address randomisation, which
     makes a run reproducible; without, it samples that variation."""
     tool = str(find_toolchain().tool("tileiras"))
-    command = [tool, f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o", str(cubin), str(bytecode)]
-    _run(command, timeout_s, _fixed_layout_prefix() if fixed_layout else None)
+    prefix = _fixed_layout_prefix() if fixed_layout else None
+    flags = [f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o"]
+    if submitted:
+        _run_boxed([tool, *flags, OUTPUT, INPUT], bytecode, timeout_s, prefix, output=cubin)
+    else:
+        _run([tool, *flags, str(cubin), str(bytecode)], timeout_s, prefix)
     return cubin
 
 

@@ -16,6 +16,8 @@ from app.intake import SPEC_PATH_FIELDS
 from schemas.port_spec import PortSpec, PortSpecError, load_port_spec
 from toolchain.bytecode_dump import MAX_DUMP_BYTES, DumpError, bytecode_version
 from toolchain.env import REPO_ROOT
+from toolchain.sandbox import unavailable_reason
+from toolchain.tools import INPUT, ToolError, _run_boxed, tileirdisasm
 
 VECTOR_ADD = REPO_ROOT / "examples" / "kernels" / "vector_add.port.yaml"
 DUMP = REPO_ROOT / "tests" / "reference" / "dumps" / "vector_add.tileirbc"
@@ -94,3 +96,19 @@ def test_a_dump_is_a_plain_file_of_bounded_size(tmp_path: Path) -> None:
         sparse.truncate(MAX_DUMP_BYTES + 1)
     with pytest.raises(DumpError, match=f"larger than {MAX_DUMP_BYTES} bytes"):
         bytecode_version(large, "v")
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_the_tools_read_a_submitted_dump_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tileirdisasm and tileiras on a submitted dump run in the sandbox, on a copy,
+    with the toolchain's variables only: not the service's secrets or files."""
+    monkeypatch.setenv("API_TOKENS", "ci:secret-token")
+    seen = _run_boxed(["/usr/bin/env"], DUMP, 60.0)
+    assert "secret-token" not in seen and "CUDA_HOME=" in seen
+    with pytest.raises(ToolError, match="exited"):
+        _run_boxed(["/bin/cat", str(REPO_ROOT / "pyproject.toml")], DUMP, 60.0)
+    copied = _run_boxed(["/usr/bin/wc", "-c", INPUT], DUMP, 60.0)
+    assert copied.split()[0] == str(DUMP.stat().st_size)
+    assert "entry @" in tileirdisasm(DUMP, submitted=True)
