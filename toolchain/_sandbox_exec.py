@@ -30,24 +30,55 @@ def become(user: str) -> None:
         raise SystemExit("sandbox: could not become the sandbox user")
 
 
-# The x86-64 system calls refused (EPERM): namespaces (a user namespace gives uid 0
-# with every capability inside it), kernel keyrings, eBPF, io_uring, userfaultfd.
-DENIED_SYSCALLS = {
-    "unshare": 272,
-    "setns": 308,
-    "add_key": 248,
-    "request_key": 249,
-    "keyctl": 250,
-    "bpf": 321,
-    "userfaultfd": 323,
-    "io_uring_setup": 425,
-    "io_uring_enter": 426,
-    "io_uring_register": 427,
+# The system calls refused (EPERM): namespaces (a user namespace gives uid 0 with
+# every capability inside it), kernel keyrings, eBPF, io_uring, userfaultfd.
+DENIED = (
+    "unshare",
+    "setns",
+    "add_key",
+    "request_key",
+    "keyctl",
+    "bpf",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+)
+# clone's flags are checked; clone3's sit behind a pointer, so it answers ENOSYS and
+# the C library falls back to clone.
+SYSCALLS = {
+    "x86_64": {
+        "unshare": 272,
+        "setns": 308,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "bpf": 321,
+        "userfaultfd": 323,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "clone": 56,
+        "clone3": 435,
+    },
+    "aarch64": {  # the generic table
+        "unshare": 97,
+        "setns": 268,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "bpf": 280,
+        "userfaultfd": 282,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "clone": 220,
+        "clone3": 435,
+    },
 }
-CLONE, CLONE3 = 56, 435  # clone's flags are checked; clone3's sit behind a pointer
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+X32_BIT = 0x40000000  # x86-64's x32 calls: none allowed
 CLONE_NEWUSER = 0x10000000
-AUDIT_ARCH_X86_64 = 0xC000003E
-X32_BIT = 0x40000000
 EPERM, ENOSYS = 1, 38
 # Classic BPF, as seccomp runs it over `struct seccomp_data` (nr at 0, arch at 4,
 # the first argument's low word at 16 on a little-endian machine).
@@ -56,23 +87,24 @@ ALLOW, ERRNO = 0x7FFF0000, 0x00050000
 PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS, SECCOMP_MODE_FILTER = 22, 38, 2
 
 
-def namespace_filter() -> list[tuple[int, int, int, int]]:
-    """The filter's instructions (code, jump if true, jump if false, operand)."""
+def namespace_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions (code, jump if true, jump if false, operand) for
+    `machine` (`platform.machine()`)."""
+    numbers = SYSCALLS[machine]
     deny = (RETURN, 0, 0, ERRNO | EPERM)
     program = [
         (LOAD_WORD, 0, 0, 4),
-        (JUMP_EQUAL, 1, 0, AUDIT_ARCH_X86_64),
-        deny,  # a 32-bit entry into the kernel: nothing allowed
+        (JUMP_EQUAL, 1, 0, AUDIT_ARCH[machine]),
+        deny,  # another ABI's entry into the kernel (32-bit): nothing allowed
         (LOAD_WORD, 0, 0, 0),
-        (JUMP_AT_LEAST, 0, 1, X32_BIT),
-        deny,
     ]
-    for number in DENIED_SYSCALLS.values():
-        program += [(JUMP_EQUAL, 0, 1, number), deny]
-    # clone3's flags cannot be read: ENOSYS, and the C library falls back to clone.
-    program += [(JUMP_EQUAL, 0, 1, CLONE3), (RETURN, 0, 0, ERRNO | ENOSYS)]
+    if machine == "x86_64":
+        program += [(JUMP_AT_LEAST, 0, 1, X32_BIT), deny]
+    for name in DENIED:
+        program += [(JUMP_EQUAL, 0, 1, numbers[name]), deny]
+    program += [(JUMP_EQUAL, 0, 1, numbers["clone3"]), (RETURN, 0, 0, ERRNO | ENOSYS)]
     program += [
-        (JUMP_EQUAL, 0, 3, CLONE),
+        (JUMP_EQUAL, 0, 3, numbers["clone"]),
         (LOAD_WORD, 0, 0, 16),
         (JUMP_ANY_BIT, 0, 1, CLONE_NEWUSER),
         deny,
@@ -87,8 +119,9 @@ def deny_namespaces() -> None:
     import ctypes  # only where the filter is installed
     import platform
 
-    if platform.machine() != "x86_64":
-        raise SystemExit("sandbox: the seccomp filter is written for x86-64 only")
+    machine = platform.machine()
+    if machine not in SYSCALLS:
+        raise SystemExit(f"sandbox: no seccomp filter is written for {machine}")
 
     class Instruction(ctypes.Structure):
         _fields_ = [
@@ -101,7 +134,7 @@ def deny_namespaces() -> None:
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
 
-    instructions = namespace_filter()
+    instructions = namespace_filter(machine)
     table = (Instruction * len(instructions))(*(Instruction(*i) for i in instructions))
     program = Program(len(instructions), table)
     libc = ctypes.CDLL(None, use_errno=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toolchain._sandbox_exec import CLONE, DENIED_SYSCALLS, namespace_filter
+from toolchain._sandbox_exec import DENIED, SYSCALLS, namespace_filter
 from toolchain.sandbox import Sandbox, unavailable_reason
 
 needs_sandbox = pytest.mark.skipif(
@@ -43,9 +43,14 @@ def test_no_user_namespace_inside_the_sandbox(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.split() == ["True", "0"], done
 
 
-def test_the_filter_refuses_each_listed_call_and_clone_into_a_user_namespace() -> None:
-    program = namespace_filter()
+@pytest.mark.parametrize("machine", sorted(SYSCALLS))
+def test_the_filter_refuses_each_listed_call_and_clone_into_a_user_namespace(
+    machine: str,
+) -> None:
+    program = namespace_filter(machine)
     compared = {k for code, _, _, k in program if code == 0x15}
-    assert set(DENIED_SYSCALLS.values()) | {CLONE} <= compared
+    numbers = SYSCALLS[machine]
+    assert {numbers[name] for name in [*DENIED, "clone", "clone3"]} <= compared
+    assert len(set(numbers.values())) == len(numbers)  # no number written twice
     assert program[-1] == (0x06, 0, 0, 0x7FFF0000)  # anything else is allowed
     assert len(program) < 256  # well inside what one filter may hold
