@@ -50,7 +50,7 @@ def restored(tmp_path: Path) -> Iterator[ServiceContext]:
         {},
         data_dir=data,
         source_root=REPO_ROOT / "examples" / "kernels",
-        api_tokens={"ci": TOKEN},
+        api_tokens={"demo": TOKEN},  # the run's submitter: only it may send its results
         no_gpu=True,
         lease_s=3.0,
         poll_s=0.2,
