@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from schemas.run_layout import RunPathError, check_run_relative
 from schemas.spec_expr import ExprError, Value, evaluate, evaluate_int, parse
 
 SPEC_VERSION = 1
@@ -108,17 +109,6 @@ Name = Annotated[str, Field(pattern=IDENTIFIER)]
 # Marks a field naming a file or folder (`json_schema_extra`): the service checks
 # each such field of a submitted spec (its intake lists them).
 SPEC_PATH: Final[dict[str, Any]] = {"spec_path": True}
-
-
-def plain_relative(path: str) -> bool:
-    """Whether `path` names something below a folder: relative, no `..` or `.` part,
-    no empty part, no backslash."""
-    parts = path.split("/")
-    return (
-        "\\" not in path
-        and not path.startswith("/")
-        and all(part not in ("", ".", "..") for part in parts)
-    )
 
 
 class _Strict(BaseModel):
@@ -298,8 +288,12 @@ class Variant(_Strict):
     @classmethod
     def _below_the_spec(cls, value: str | None) -> str | None:
         """The dump travels with the spec: no absolute path, no `..`, no backslash."""
-        if value is not None and not plain_relative(value):
-            raise ValueError(f"{value!r} is not a plain relative path below the spec's folder")
+        if value is not None:
+            try:
+                check_run_relative(value)
+            except RunPathError:
+                message = f"{value!r} is not a plain relative path below the spec's folder"
+                raise ValueError(message) from None
         return value
 
 
