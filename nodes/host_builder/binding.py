@@ -180,6 +180,11 @@ class VariantBinding:
             and all(evaluate(held, resolved.constants) == value for held, value in self.held)
         )
 
+    def held_conditions(self, passed: set[str]) -> list[str]:
+        """`(expression) == value` for each value the entry holds that a launcher can
+        compare with its caller's: one computed from the constants in `passed` alone."""
+        return [f"({e}) == {v!r}" for e, v in self.held if names_in(e) <= passed]
+
 
 @dataclass(frozen=True)
 class OperatorBinding:

@@ -188,7 +188,7 @@ class _Generator:
         # A value the entry holds as a literal, from a constant the caller passes, must
         # be the caller's (binding.held_values); otherwise the next variant is tried.
         passed = {s.name for s in self.binding.scalars if s.constant}
-        held = [f"({e}) == {v!r}" for e, v in variant.held if names_in(e) <= passed]
+        held = variant.held_conditions(passed)
         when = " and ".join(f"({part})" for part in [variant.when, *held]) if held else variant.when
         condition = self._expr(Transpiler(self.base_vars), when, Kind.BOOL)
         variables = dict(self.base_vars)

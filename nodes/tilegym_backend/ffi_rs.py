@@ -30,7 +30,6 @@ from nodes.host_builder.ffi_gen import proven_entry_static, proven_launch
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
 from nodes.tilegym_backend.checkout import PROVEN_MODULE, SPEC_ARITH_MODULE
 from schemas.port_spec import PortSpec
-from schemas.spec_expr import names_in
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
 ELEMENT_NAMES: dict[DType, str] = {
@@ -293,11 +292,7 @@ def _condition(variant: VariantBinding, exprs: SpecExpr, passed: set[str]) -> st
         kind = kinds.get(name, "int")
         literal = ("true" if value else "false") if kind == "bool" else str(value)
         parts.append(f"{_variable(name)} == {literal}")
-    parts += [
-        exprs.rust(f"({expression}) == {value!r}")
-        for expression, value in variant.held
-        if names_in(expression) <= passed
-    ]
+    parts += [exprs.rust(held) for held in variant.held_conditions(passed)]
     parts = list(dict.fromkeys(parts))  # a held value the condition names already
     if len(parts) == 1:
         return unwrapped(parts[0])
