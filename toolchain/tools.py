@@ -29,8 +29,11 @@ def _run(
     timeout_s: float,
     prefix: list[str] | None = None,
     env: dict[str, str] | None = None,
+    name: str | None = None,
 ) -> str:
-    """Run `args` (under `prefix`, a launcher such as setarch, when given)."""
+    """Run `args` (under `prefix`, a launcher such as setarch, when given); errors
+    name the tool as `name` (default: `args[0]`'s file name)."""
+    name = name or Path(args[0]).name
     try:
         done = subprocess.run(
             [*(prefix or []), *args],
@@ -42,10 +45,10 @@ def _run(
     except FileNotFoundError as err:
         raise ToolError(f"{args[0]} not found: run `make setup`") from err
     except subprocess.TimeoutExpired as err:
-        raise ToolError(f"{Path(args[0]).name} timed out after {timeout_s:.0f} s") from err
+        raise ToolError(f"{name} timed out after {timeout_s:.0f} s") from err
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip()
-        raise ToolError(f"{Path(args[0]).name} exited {done.returncode}: {detail}")
+        raise ToolError(f"{name} exited {done.returncode}: {detail}")
     return done.stdout
 
 
@@ -76,10 +79,11 @@ def _run_boxed(
             launch = box.launch([*(prefix or []), *argv])
         except SandboxUnavailable as err:
             raise ToolError(str(err)) from err
-        stdout = _run(launch.argv, timeout_s, env=launch.env)
+        tool = Path(args[0]).name  # the sandbox's launcher runs it: name the tool
+        stdout = _run(launch.argv, timeout_s, env=launch.env, name=tool)
         if output is not None:
             if produced.is_symlink() or not produced.is_file():
-                raise ToolError(f"{Path(args[0]).name} wrote no output")
+                raise ToolError(f"{tool} wrote no output")
             shutil.copyfile(produced, output)
         return stdout
 
