@@ -134,6 +134,16 @@ def input_path(relative: str, what: str) -> str:
     return PurePosixPath(relative).as_posix()
 
 
+def bytecode_dumps(spec: PortSpec) -> list[tuple[str, str]]:
+    """Each variant's bytecode dump as (its field, its checked path in the input)."""
+    return [
+        (where, input_path(variant.reference_bytecode, where))
+        for index, variant in enumerate(spec.variants)
+        if variant.reference_bytecode is not None
+        for where in [f"variants[{index}].reference_bytecode"]
+    ]
+
+
 def reference_module_path(spec: PortSpec) -> str | None:
     module = spec.reference.function_module
     if module is None:
@@ -201,11 +211,7 @@ def build_submission(
     for relative, data in raw.library_files.items():
         check_size(relative, data, limit)
         files[input_path(f"{LIBRARY_DIR}/{relative}", "library module")] = data
-    for index, variant in enumerate(spec.variants):
-        if variant.reference_bytecode is None:
-            continue
-        where = f"variants[{index}].reference_bytecode"
-        dump = input_path(variant.reference_bytecode, where)
+    for where, dump in bytecode_dumps(spec):
         submitted = raw.extra_files.get(PurePosixPath(dump).name)
         if submitted is None:
             raise invalid_spec(
@@ -357,9 +363,7 @@ def from_source_root(
     if reference is not None and reference_relative != source_relative:
         reference_file = resolve_under(root, reference_relative, "reference module")
         extra[PurePosixPath(reference).name] = read_limited(reference_file, "reference", limit)
-    for variant in parsed.variants:
-        if variant.reference_bytecode is not None:
-            dump = input_path(variant.reference_bytecode, "reference_bytecode")
-            dump_file = resolve_under(root, str(folder / dump), "reference_bytecode")
-            extra[PurePosixPath(dump).name] = read_limited(dump_file, "reference_bytecode", limit)
+    for where, dump in bytecode_dumps(parsed):
+        dump_file = resolve_under(root, str(folder / dump), where)
+        extra[PurePosixPath(dump).name] = read_limited(dump_file, where, limit)
     return RawSubmission(spec=spec, source=source, extra_files=extra)

@@ -334,6 +334,27 @@ def test_json_submission_with_spec_path_and_inline_spec(client: TestClient) -> N
     assert by_text.status_code == 202
 
 
+def test_a_source_root_spec_brings_its_bytecode_dump(
+    client: TestClient, context: ServiceContext, source_root: Path, tmp_path: Path
+) -> None:
+    """A spec under SOURCE_ROOT naming a dump: the dump beside it comes into the run;
+    a link in its place, out of the source root, is refused."""
+    (source_root / "dumps").mkdir()
+    (source_root / "dumps" / "vadd.tileirbc").write_bytes(b"TileIR\x00dump")
+    spec = _with_dump(fixture_bytes("vadd.port.yaml"), b"dumps/vadd.tileirbc")
+    (source_root / "vadd.port.yaml").write_bytes(spec)
+    response = client.post("/v1/conversions", json={"spec_path": "vadd.port.yaml"}, headers=AUTH)
+    assert response.status_code == 202, response.text
+    inputs = run_dir(context.settings, response.json()["id"]) / "input"
+    assert (inputs / "dumps" / "vadd.tileirbc").read_bytes() == b"TileIR\x00dump"
+    (source_root / "dumps" / "vadd.tileirbc").unlink()
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not for runs")
+    (source_root / "dumps" / "vadd.tileirbc").symlink_to(secret)
+    response = client.post("/v1/conversions", json={"spec_path": "vadd.port.yaml"}, headers=AUTH)
+    assert response.status_code == 400 and error_code(response) == "invalid_source_path"
+
+
 def test_json_submission_cannot_leave_the_source_root(
     client: TestClient, source_root: Path, tmp_path: Path
 ) -> None:
