@@ -15,6 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload, sessionmaker
 
+from app.access import Caller, Reader, check_owner, may_read
 from app.errors import ApiError, unknown_conversion
 from app.intake import Submission
 from app.settings import Settings
@@ -205,8 +206,11 @@ def new_conversion(
     )
 
 
-def get(session: Session, conversion_id: str, with_reports: bool = False) -> Conversion:
-    """The conversion with its stages in one query (and their reports if asked)."""
+def get(
+    session: Session, conversion_id: str, with_reports: bool = False, reader: Reader = None
+) -> Conversion:
+    """The conversion with its stages in one query (and their reports if asked); one
+    `reader` may not read is unknown to it, as one that does not exist."""
     stages = joinedload(Conversion.stages)
     if with_reports:
         stages = stages.undefer(StageExecution.validator_output)
@@ -215,19 +219,23 @@ def get(session: Session, conversion_id: str, with_reports: bool = False) -> Con
         .unique()
         .one_or_none()
     )
-    if conversion is None:
+    if conversion is None or not may_read(reader, conversion):
         raise unknown_conversion(conversion_id)
     return conversion
 
 
 def list_page(
     session: Session,
+    reader: Reader,
     status: ConversionStatus | None,
     operator: str | None,
     limit: int,
     offset: int,
 ) -> tuple[list[Conversion], int]:
+    """One page of the conversions `reader` may read, newest first."""
     query = select(Conversion)
+    if reader is not None and not (reader.admin or reader.gpu_worker):
+        query = query.where(Conversion.submitted_by == reader.name)
     if status is not None:
         query = query.where(Conversion.status == status)
     if operator:
@@ -239,24 +247,12 @@ def list_page(
     return list(rows), int(total)
 
 
-def check_owner(conversion: Conversion, caller: str, admin: bool, action: str) -> None:
-    """403 unless `caller` submitted the conversion or is an admin (`API_ADMINS`)."""
-    if not admin and conversion.submitted_by != caller:
-        raise ApiError(
-            403,
-            ErrorCode.FORBIDDEN,
-            f"only the caller that submitted the conversion, or an admin, may {action}",
-        )
-
-
-def cancel(
-    factory: sessionmaker[Session], conversion_id: str, by: str, admin: bool = False
-) -> Conversion:
+def cancel(factory: sessionmaker[Session], conversion_id: str, by: Caller) -> Conversion:
     """Queued or awaiting a GPU: cancelled at once. Running: flagged; the worker stops
     the job. Only its submitter, or an admin (`API_ADMINS`), may cancel it."""
     with transaction(factory) as session:
         conversion = get(session, conversion_id)
-        check_owner(conversion, by, admin, "cancel it")
+        check_owner(conversion, by, "cancel it")
         status = ConversionStatus(conversion.status)
         if status.terminal:
             raise ApiError(
@@ -359,6 +355,7 @@ def full_view(conversion: Conversion, gpu: GpuCompletion | None = None) -> Conve
         llm_tokens=conversion.llm_tokens,
         llm_cost_usd=conversion.llm_cost_usd,
         gpu=gpu,
+        gpu_results_trust=conversion.gpu_results_trust,
     )
 
 

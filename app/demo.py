@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -40,12 +41,15 @@ def free_port() -> int:
         return port
 
 
-def start_server(data_dir: Path, port: int, token: str) -> subprocess.Popen[bytes]:
+def start_server(data_dir: Path, port: int, token: str, gpu_token: str) -> subprocess.Popen[bytes]:
+    """The demo's user holds `token`; a GPU host that completes the run, `gpu_token`
+    (only a GPU worker's results can make a run pass)."""
     env = dict(os.environ)
     env.update(
         {
             "TILEPORT_DATA_DIR": str(data_dir),
-            "API_TOKENS": f"demo:{token}",
+            "API_TOKENS": f"demo:{token},gpu-host:{gpu_token}",
+            "API_GPU_WORKERS": "gpu-host",
             "TILEPORT_PUBLIC_URL": f"http://127.0.0.1:{port}",
         }
     )
@@ -140,7 +144,7 @@ def follow(client: httpx.Client, conversion_id: str) -> dict[str, Any]:
     raise DemoError(f"conversion {conversion_id} did not finish in {RUN_TIMEOUT_S:.0f} s")
 
 
-def print_awaiting_gpu(status: dict[str, Any], data_dir: Path, token: str) -> None:
+def print_awaiting_gpu(status: dict[str, Any], data_dir: Path, gpu_token: str) -> None:
     """A run stopped for want of a GPU: what the CPU side reached, and the command
     that completes it (the GPU stages are still to run, not failed)."""
     conversion_id = status["id"]
@@ -157,7 +161,7 @@ def print_awaiting_gpu(status: dict[str, Any], data_dir: Path, token: str) -> No
     print("  still to run on a GPU host: correctness, then performance against the reference")
     print(f"GPU job bundle: {data_dir / 'artifacts' / 'runs' / conversion_id / gpu['bundle']}")
     print("complete the run from a GPU host (the server must be up: --keep-serving):")
-    print(f"  TILEPORT_API_TOKEN={token} {gpu['command']}")
+    print(f"  TILEPORT_API_TOKEN={gpu_token} {gpu['command']}")
 
 
 def print_outcome(status: dict[str, Any]) -> None:
@@ -173,12 +177,13 @@ def print_outcome(status: dict[str, Any]) -> None:
 
 def run_demo(keep_serving: bool, no_gpu: bool) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="tileport-demo-"))
-    port, token = free_port(), "demo-token"
+    port, token, gpu_token = free_port(), secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     base = f"http://127.0.0.1:{port}"
     print(f"starting tileport serve on {base} (SQLite in {data_dir})")
-    server = start_server(data_dir, port, token)
+    server = start_server(data_dir, port, token, gpu_token)
+    auth = {"Authorization": f"Bearer {token}"}
     try:
-        with httpx.Client(base_url=base, timeout=30.0) as client:
+        with httpx.Client(base_url=base, timeout=30.0, headers=auth) as client:
             wait_ready(client, server, data_dir)
             created = submit(client, token, no_gpu)
             conversion_id = str(created["id"])
@@ -186,9 +191,9 @@ def run_demo(keep_serving: bool, no_gpu: bool) -> int:
             page = f"{base}{created['links']['web']}"
             print(f"status page: {page}")
             status = follow(client, conversion_id)
-        print(f"status page: {page}")
+        print(f"status page: {page} (sign in with the API token {token})")
         if status.get("status") == "awaiting_gpu" and status.get("gpu"):
-            print_awaiting_gpu(status, data_dir, token)
+            print_awaiting_gpu(status, data_dir, gpu_token)
         else:
             print_outcome(status)
         if keep_serving:

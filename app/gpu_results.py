@@ -16,6 +16,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import conversions
+from app.access import Caller, check_owner
 from app.errors import ApiError
 from app.settings import Settings
 from app.storage.database import transaction
@@ -23,7 +24,7 @@ from app.storage.models import Conversion, utcnow
 from app.worker.ingest import SERVICE_DIR
 from app.worker.queue import changed_rows
 from nodes.gpu_completion import GpuResults, GpuResultsError, bundle_dir, check_results
-from schemas.api import ConversionStatus, ErrorCode, GpuCompletion
+from schemas.api import ConversionStatus, ErrorCode, GpuCompletion, ResultsTrust
 from schemas.gpu import RESULT_FILES
 from schemas.run_layout import RunLayout
 
@@ -37,6 +38,7 @@ class Arrival:
     results: str
     checked: GpuResults
     resumed: bool
+    trust: ResultsTrust
 
 
 def not_awaiting(status: str) -> ApiError:
@@ -82,17 +84,21 @@ def accept_results(
     settings: Settings,
     conversion_id: str,
     files: dict[str, bytes],
-    source: str,
-    owner: tuple[str, bool] | None = None,
+    sender: Caller | str,
 ) -> Arrival:
     """Keep and check one result folder; queue the run to finish from it when a GPU ran.
-    The caller dispatches a resumed conversion. `owner` is an API caller and whether
-    it is an admin: only the conversion's submitter or an admin sends its results
-    (a GPU worker of this service, `owner` None, sends those of the runs it took)."""
+    The caller dispatches a resumed conversion. `sender` is an API caller, or the
+    queue name of a GPU worker of this service that took the run. Results count as a
+    GPU worker's (they can make the run pass) from such a worker or a token in
+    API_GPU_WORKERS; the submitter or an admin may send them too, as user-reported."""
+    if isinstance(sender, str):
+        source, trust = sender, ResultsTrust.GPU_WORKER
+    else:
+        source, trust = f"api:{sender.name}", sender.results_trust
     with sessions() as session:
         conversion = conversions.get(session, conversion_id)
-        if owner is not None:
-            conversions.check_owner(conversion, *owner, "send its GPU results")
+        if isinstance(sender, Caller) and not sender.gpu_worker:
+            check_owner(conversion, sender, "send its GPU results")
         status = conversion.status
     if status != ConversionStatus.AWAITING_GPU:
         raise not_awaiting(status)
@@ -110,13 +116,13 @@ def accept_results(
             "the folder is not a GPU run of this run's bundle",
             {"problems": error.problems},
         ) from None
-    detail: dict[str, Any] = {"results": relative, "source": source}
+    detail: dict[str, Any] = {"results": relative, "source": source, "trust": trust.value}
     with transaction(sessions) as session:
         if not checked.ran_on_gpu:
             conversions.record_event(
                 session, "gpu.results_blocked", checked.run.statement, conversion_id, **detail
             )
-            return Arrival(relative, checked, resumed=False)
+            return Arrival(relative, checked, resumed=False, trust=trust)
         changed = changed_rows(
             session,
             update(Conversion)
@@ -127,6 +133,7 @@ def accept_results(
             .values(
                 status=ConversionStatus.QUEUED,
                 gpu_results=relative,
+                gpu_results_trust=trust.value,
                 queued_at=utcnow(),
                 updated_at=utcnow(),
             )
@@ -139,7 +146,7 @@ def accept_results(
     if changed != 1:
         shutil.rmtree(folder, ignore_errors=True)
         raise not_awaiting("no longer awaiting GPU results (another folder came first)")
-    return Arrival(relative, checked, resumed=True)
+    return Arrival(relative, checked, resumed=True, trust=trust)
 
 
 def completion(settings: Settings, conversion: Conversion) -> GpuCompletion | None:

@@ -146,9 +146,11 @@ class KeepAliveClient:
     """A minimal HTTP/1.1 client on one keep-alive connection: far cheaper per
     request than a general client, so the shared CPUs go to the server."""
 
-    def __init__(self, host: str, port: int, path: str) -> None:
+    def __init__(self, host: str, port: int, path: str, token: str) -> None:
         self.host, self.port = host, port
-        self.request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        self.request = (
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ).encode()
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -173,7 +175,10 @@ class KeepAliveClient:
             await self.writer.wait_closed()
 
 
-async def drive(url: str, concurrency: int, duration: float) -> tuple[list[float], int, float]:
+async def drive(
+    url: str, token: str, concurrency: int, duration: float
+) -> tuple[list[float], int, float]:
+    """Poll `url` with the reader's token from `concurrency` connections."""
     target = httpx.URL(url)
     latencies: list[float] = []
     errors = 0
@@ -181,7 +186,7 @@ async def drive(url: str, concurrency: int, duration: float) -> tuple[list[float
 
     async def poller() -> None:
         nonlocal errors
-        client = KeepAliveClient(target.host, target.port or 80, target.raw_path.decode())
+        client = KeepAliveClient(target.host, target.port or 80, target.raw_path.decode(), token)
         try:
             while time.perf_counter() < stop_at:
                 started = time.perf_counter()
@@ -191,7 +196,7 @@ async def drive(url: str, concurrency: int, duration: float) -> tuple[list[float
                     ok = False
                     await client.close()
                     client = KeepAliveClient(
-                        target.host, target.port or 80, target.raw_path.decode()
+                        target.host, target.port or 80, target.raw_path.decode(), token
                     )
                 latencies.append(time.perf_counter() - started)
                 errors += 0 if ok else 1
@@ -257,10 +262,13 @@ def run(concurrency: int, duration: float, warmup: float, database_url: str | No
                 settings.resolved_artifact_root / "runs",
             )
             url = f"{base}/v1/conversions/{cid}"
-            polled = ConversionView.model_validate_json(httpx.get(url, timeout=10).content)
+            auth = {"Authorization": f"Bearer {token}"}
+            polled = ConversionView.model_validate_json(
+                httpx.get(url, headers=auth, timeout=10).content
+            )
             assert polled.status == "running" and len(polled.stages) == len(SEEDED_STAGES)
-            asyncio.run(drive(url, concurrency, warmup))
-            latencies, errors, elapsed = asyncio.run(drive(url, concurrency, duration))
+            asyncio.run(drive(url, token, concurrency, warmup))
+            latencies, errors, elapsed = asyncio.run(drive(url, token, concurrency, duration))
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -39,6 +39,17 @@ class Settings(BaseModel):
         description="API_ADMINS: names of API tokens that may act on any caller's "
         "conversion (cancel it); every other token acts on its own only",
     )
+    api_gpu_workers: list[str] = Field(
+        default_factory=list,
+        description="API_GPU_WORKERS: names of API tokens held by GPU hosts the service "
+        "trusts; only their GPU results can make a run's gate PASS (anyone else's are "
+        "recorded as user-reported)",
+    )
+    public_read: bool = Field(
+        False,
+        description="PUBLIC_READ: anyone may read runs, their artifacts and pages without "
+        "a token; off, each caller reads its own runs (admins and GPU workers every run)",
+    )
     github_webhook_secret: str = Field("", description="GITHUB_WEBHOOK_SECRET")
     github_api_url: str = Field("https://api.github.com", description="GITHUB_API_URL")
     github_token: str = Field("", description="GITHUB_TOKEN")
@@ -96,6 +107,8 @@ ENV_FIELDS: dict[str, str] = {
     "SOURCE_ROOT": "source_root",
     "API_TOKENS": "api_tokens",
     "API_ADMINS": "api_admins",
+    "API_GPU_WORKERS": "api_gpu_workers",
+    "PUBLIC_READ": "public_read",
     "GITHUB_WEBHOOK_SECRET": "github_webhook_secret",
     "GITHUB_API_URL": "github_api_url",
     "GITHUB_TOKEN": "github_token",
@@ -132,9 +145,9 @@ def parse_tokens(text: str) -> dict[str, str]:
 def _convert(field: str, raw: str) -> Any:
     if field == "api_tokens":
         return parse_tokens(raw)
-    if field == "no_gpu":
+    if field in ("no_gpu", "public_read"):
         return raw.strip().lower() in {"1", "true", "yes", "on"}
-    if field == "api_admins":
+    if field in ("api_admins", "api_gpu_workers"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     if field == "gpu_queues":
         return [arch.strip() for arch in raw.split(",") if arch.strip()]

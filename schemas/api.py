@@ -39,6 +39,15 @@ class ErrorCode(StrEnum):
     ARTIFACT_CORRUPT = "artifact_corrupt"
 
 
+class ResultsTrust(StrEnum):
+    """Who sent a run's GPU results, which decides whether they can make it pass."""
+
+    GPU_WORKER = "gpu-worker"
+    """A GPU worker of the service (through the broker) or a token in API_GPU_WORKERS."""
+    USER_REPORTED = "user-reported"
+    """The submitter or an admin: kept and shown, never a PASS."""
+
+
 class ErrorDetail(BaseModel):
     code: ErrorCode
     message: str
@@ -159,6 +168,9 @@ class ConversionView(ConversionItem):
     gpu: GpuCompletion | None = Field(
         None, description="While awaiting a GPU: the bundle and how to complete the run."
     )
+    gpu_results_trust: ResultsTrust | None = Field(
+        None, description="Who sent the GPU results the run was finished from."
+    )
 
 
 class GpuResultsAnswer(BaseModel):
@@ -169,6 +181,9 @@ class GpuResultsAnswer(BaseModel):
     correctness: str
     perf: str
     statement: str = Field(description="What ran where, from gpu_run.json.")
+    trust: ResultsTrust = Field(
+        description="gpu-worker, or user-reported: then the run's gate is at best UNVERIFIED."
+    )
 
 
 class ConversionPage(BaseModel):

@@ -84,6 +84,9 @@ class GateVerdict(StrEnum):
     FAIL = "FAIL"
     AWAITING_GPU = "AWAITING_GPU"
     """Everything that needs no GPU passed; correctness and perf wait for a GPU run."""
+    UNVERIFIED = "UNVERIFIED"
+    """The service's word for a run that would pass on GPU results a GPU worker did not
+    send (user-reported): never PASS, never a green commit status."""
 
 
 class SamenessLevel(StrEnum):

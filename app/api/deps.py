@@ -1,8 +1,8 @@
-"""FastAPI dependencies: the service context, a database session, the caller's token."""
+"""FastAPI dependencies: the service context, a database session, the caller (a
+bearer token) and the reader (a bearer token or a page session)."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.access import Caller, Reader, session_owner, token_owner
 from app.context import ServiceContext
 from app.errors import ApiError
 from schemas.api import ErrorCode
@@ -33,32 +34,61 @@ def get_session(context: ContextDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def token_owner(tokens: dict[str, str], presented: str) -> str | None:
-    """The name of the token equal to `presented`, compared in constant time; every
-    configured token is compared so the time does not say which one was close."""
-    owner = None
-    for name, token in tokens.items():
-        if hmac.compare_digest(token.encode(), presented.encode()):
-            owner = name
-    return owner
+SESSION_COOKIE = "tileport_session"
 
 
-def require_token(
-    context: ContextDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> str:
-    unauthorized = ApiError(
+def unauthorized() -> ApiError:
+    return ApiError(
         401,
         ErrorCode.UNAUTHORIZED,
         "a valid bearer token is required",
         headers={"WWW-Authenticate": "Bearer"},
     )
+
+
+def bearer_caller(
+    context: ServiceContext, credentials: HTTPAuthorizationCredentials | None
+) -> Caller | None:
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise unauthorized
+        return None
     owner = token_owner(context.settings.api_tokens, credentials.credentials)
-    if owner is None:
-        raise unauthorized
-    return owner
+    return None if owner is None else Caller.named(context.settings, owner)
 
 
-CallerDep = Annotated[str, Depends(require_token)]
+def require_token(
+    context: ContextDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Caller:
+    caller = bearer_caller(context, credentials)
+    if caller is None:
+        raise unauthorized()
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(require_token)]
+
+
+def as_reader(context: ServiceContext, caller: Caller | None) -> Reader:
+    """Under PUBLIC_READ everyone reads every run (None); else the caller reads its own."""
+    if context.settings.public_read:
+        return None
+    if caller is None:
+        raise unauthorized()
+    return caller
+
+
+def require_reader(
+    request: Request,
+    context: ContextDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Reader:
+    """A bearer token or a page session (`/login`)."""
+    caller = bearer_caller(context, credentials)
+    if caller is None:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        owner = session_owner(context.settings, cookie) if cookie else None
+        caller = None if owner is None else Caller.named(context.settings, owner)
+    return as_reader(context, caller)
+
+
+ReaderDep = Annotated[Reader, Depends(require_reader)]

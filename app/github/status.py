@@ -26,6 +26,8 @@ def commit_state(conversion: Conversion) -> tuple[str, str]:
     if status is ConversionStatus.FINISHED:
         passed = conversion.gate_verdict == GateVerdict.PASS
         description = f"gate {conversion.gate_verdict}, outcome {conversion.outcome}"
+        if conversion.gate_verdict == GateVerdict.UNVERIFIED:
+            description = "GPU results were reported by a user, not a GPU worker: unverified"
         if passed and level:
             description = f"{level}; correct and timed on a GPU"
         return "success" if passed else "failure", description[:DESCRIPTION_LIMIT]

@@ -92,6 +92,8 @@ class Conversion(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     # Run-relative folder of accepted GPU results the next job completes the run from.
     gpu_results: Mapped[str | None] = mapped_column(String(500))
+    # Who sent them (schemas.api.ResultsTrust); kept after the completion has run.
+    gpu_results_trust: Mapped[str | None] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column()

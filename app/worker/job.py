@@ -33,6 +33,7 @@ from app.worker.checkpoints import open_checkpointer
 from app.worker.completion import complete_from_gpu
 from app.worker.ingest import ingest_files
 from app.worker.pipeline_call import call_pipeline
+from schemas.api import ResultsTrust
 from schemas.pipeline import RunOptions, RunSummary, StageRecord
 from schemas.run_layout import REPORTS_DIR, SUMMARY_FILE
 from schemas.verdicts import GateVerdict
@@ -129,7 +130,7 @@ def store_summary(sessions: sessionmaker[Session], conversion_id: str, summary: 
     with transaction(sessions) as session:
         conversion = session.get_one(Conversion, conversion_id)
         conversion.outcome = summary.outcome.value
-        conversion.gate_verdict = summary.gate_verdict
+        conversion.gate_verdict = service_gate(summary.gate_verdict, conversion.gpu_results_trust)
         conversion.gpu_results = None
         conversion.headline = dict(summary.headline)
         conversion.llm_tokens = summary.llm_tokens
@@ -144,6 +145,14 @@ def store_summary(sessions: sessionmaker[Session], conversion_id: str, summary: 
                     cost_usd=spend.cost_usd,
                 )
             )
+
+
+def service_gate(gate_verdict: str, trust: str | None) -> str:
+    """The gate the service records: a pass on results no GPU worker sent is UNVERIFIED
+    (the run's own reports keep what the pipeline said of those results)."""
+    if gate_verdict == GateVerdict.PASS and trust == ResultsTrust.USER_REPORTED:
+        return GateVerdict.UNVERIFIED
+    return gate_verdict
 
 
 def exit_for(gate_verdict: str) -> int:

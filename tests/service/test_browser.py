@@ -116,8 +116,16 @@ class LiveServer:
 
 
 @pytest.fixture
-def live(context: ServiceContext) -> Iterator[LiveServer]:
-    with LiveServer(create_app(context)) as server:
+def public_pages(context: ServiceContext) -> ServiceContext:
+    """Pages readable without signing in (PUBLIC_READ): a headless browser loading one
+    address has no session; tests/security/test_tenancy.py tests the sign-in."""
+    context.settings.public_read = True
+    return context
+
+
+@pytest.fixture
+def live(public_pages: ServiceContext) -> Iterator[LiveServer]:
+    with LiveServer(create_app(public_pages)) as server:
         yield server
 
 
@@ -198,8 +206,9 @@ class FinishOnFirstPoll:
 
 
 def test_timeline_updates_live_by_polling(
-    browser: str, client: TestClient, context: ServiceContext, tmp_path: Path
+    browser: str, client: TestClient, public_pages: ServiceContext, tmp_path: Path
 ) -> None:
+    context = public_pages
     cid = running_run(client, context, stages=1)
     initial = client.get(f"/runs/{cid}").text
     assert 'data-stage="final_gate"' not in initial

@@ -103,7 +103,7 @@ def celery_context(celery_settings: Settings) -> Iterator[ServiceContext]:
 
 @pytest.fixture
 def celery_client(celery_context: ServiceContext) -> Iterator[TestClient]:
-    with TestClient(create_app(celery_context)) as client:
+    with TestClient(create_app(celery_context), headers=AUTH) as client:
         yield client
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import POSTGRES_URL, postgres_reachable, postgres_schema_url
+from service_fixtures import POSTGRES_URL, postgres_reachable, postgres_schema_url
 from sqlalchemy import text
 
 from app.storage.database import make_engine

@@ -27,12 +27,14 @@ from service_support import AUTH, TOKEN, conversion_status, make_context, wait_f
 from app.api.main import create_app
 from app.context import ServiceContext
 from app.settings import load_settings
+from app.storage.migrate import upgrade_to_head
 from app.worker.pool import WorkerPool
 from toolchain.env import REPO_ROOT
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_completion"
 RESULTS = FIXTURE / "gpu_results"
 RESULT_FILES = ("correctness.json", "perf.json", "gpu_run.json")
+WORKER_TOKEN = "gpu-host-token"
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -50,12 +52,15 @@ def restored(tmp_path: Path) -> Iterator[ServiceContext]:
         {},
         data_dir=data,
         source_root=REPO_ROOT / "examples" / "kernels",
-        api_tokens={"demo": TOKEN},  # the run's submitter: only it may send its results
+        # The run's submitter, and the GPU host whose results can make a run pass.
+        api_tokens={"demo": TOKEN, "h200": WORKER_TOKEN},
+        api_gpu_workers=["h200"],
         no_gpu=True,
         lease_s=3.0,
         poll_s=0.2,
     )
     context = make_context(settings)
+    upgrade_to_head(context.engine)  # as `tileport serve` does at start
     yield context
     context.engine.dispose()
 
@@ -65,20 +70,23 @@ def test_the_h200_folder_of_a_runs_own_bundle_finishes_it(restored: ServiceConte
     workers = WorkerPool(restored.settings, restored.sessions, threads=1)
     workers.start()
     try:
-        with TestClient(create_app(restored)) as client:
-            view = client.get(f"/v1/conversions/{cid}", headers=AUTH).json()
+        with TestClient(create_app(restored), headers=AUTH) as client:
+            view = client.get(f"/v1/conversions/{cid}").json()
             assert view["status"] == "awaiting_gpu"
             files = [("files", (n, (RESULTS / n).read_bytes())) for n in RESULT_FILES]
-            accepted = client.post(f"/v1/conversions/{cid}/gpu-results", files=files, headers=AUTH)
+            worker = {"Authorization": f"Bearer {WORKER_TOKEN}"}
+            url = f"/v1/conversions/{cid}/gpu-results"
+            accepted = client.post(url, files=files, headers=worker)
             assert accepted.status_code == 202, accepted.text
             assert accepted.json()["resumed"] and accepted.json()["correctness"] == "ALL_PASS"
+            assert accepted.json()["trust"] == "gpu-worker"
             wait_for(
                 lambda: conversion_status(client, cid) not in {"queued", "running"},
                 300.0,
                 "the completion",
                 step=0.5,
             )
-            view = client.get(f"/v1/conversions/{cid}", headers=AUTH).json()
+            view = client.get(f"/v1/conversions/{cid}").json()
     finally:
         workers.stop()
     # The H200's own verdict, carried to the end: every case correct, the geomean at
@@ -88,6 +96,7 @@ def test_the_h200_folder_of_a_runs_own_bundle_finishes_it(restored: ServiceConte
     # rule (the ratio's interval reaches the band), finds nothing outside: ALIGNED.
     assert view["status"] == "finished", view["error"]
     assert view["gate_verdict"] == "FAIL" and not view["reached_gpu_boundary"]
+    assert view["gpu_results_trust"] == "gpu-worker"
     timeline = [(s["stage"], s["attempt"], s["verdict"]) for s in view["stages"]]
     assert timeline[-5:] == [
         ("host_builder", 1, "ALL_PASS"),
@@ -116,7 +125,7 @@ def test_a_folder_of_the_h200_with_one_figure_changed_is_refused(
         if name == "gpu_run.json":
             report["operator"] = "vector_add"
         (forged / name).write_text(json.dumps(report))
-    with TestClient(create_app(restored)) as client:
+    with TestClient(create_app(restored), headers=AUTH) as client:
         files = [("files", (n, (forged / n).read_bytes())) for n in RESULT_FILES]
         refused = client.post(f"/v1/conversions/{cid}/gpu-results", files=files, headers=AUTH)
         assert refused.status_code == 422, refused.text

@@ -35,11 +35,11 @@ def test_serve_starts_on_sqlite_with_no_other_setup(tmp_path: Path) -> None:
         body = {"source_path": "vadd.py"}
         refused = httpx.post(f"{base}/v1/conversions", json=body)
         assert refused.status_code == 401
-        accepted = httpx.post(
-            f"{base}/v1/conversions", json=body, headers={"Authorization": f"Bearer {token}"}
-        )
+        auth = {"Authorization": f"Bearer {token}"}
+        accepted = httpx.post(f"{base}/v1/conversions", json=body, headers=auth)
         assert accepted.status_code == 202, accepted.text
-        assert httpx.get(f"{base}/v1/conversions").json()["total"] == 1
+        assert httpx.get(f"{base}/v1/conversions").status_code == 401
+        assert httpx.get(f"{base}/v1/conversions", headers=auth).json()["total"] == 1
     finally:
         stop_process(server)
     output = server.stdout.read().decode() if server.stdout else ""

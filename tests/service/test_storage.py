@@ -11,7 +11,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from conftest import Database
+from service_fixtures import Database
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import StatementError
 

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
 from app import artifacts, conversions
-from app.api.deps import ContextDep, SessionDep
+from app.api.deps import ContextDep, ReaderDep, SessionDep
 from app.api.routes.conversions import ERRORS
 from app.errors import ApiError
 from app.storage.blobs import CHUNK, BlobCorrupt
@@ -21,8 +21,10 @@ router = APIRouter(prefix="/v1/conversions/{conversion_id}/artifacts", tags=["ar
 
 
 @router.get("", response_model=ArtifactList, responses=ERRORS)
-def list_artifacts(conversion_id: str, session: SessionDep, context: ContextDep) -> ArtifactList:
-    conversions.get(session, conversion_id)
+def list_artifacts(
+    conversion_id: str, session: SessionDep, context: ContextDep, reader: ReaderDep
+) -> ArtifactList:
+    conversions.get(session, conversion_id, reader=reader)
     files = artifacts.all_artifacts(session, context.settings, conversion_id)
     return ArtifactList(
         conversion_id=conversion_id,
@@ -37,9 +39,9 @@ def content_disposition(name: str) -> str:
 
 @router.get("/{path:path}", response_class=StreamingResponse, responses=ERRORS)
 def download_artifact(
-    conversion_id: str, path: str, session: SessionDep, context: ContextDep
+    conversion_id: str, path: str, session: SessionDep, context: ContextDep, reader: ReaderDep
 ) -> StreamingResponse:
-    conversions.get(session, conversion_id)
+    conversions.get(session, conversion_id, reader=reader)
     artifact = artifacts.find(session, context.settings, conversion_id, path)
     try:
         body = artifact.open()

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 
 from app import conversions
-from app.api.deps import CallerDep, ContextDep, SessionDep
+from app.api.deps import CallerDep, ContextDep, ReaderDep, SessionDep, as_reader
 from app.context import ServiceContext
 from app.errors import ApiError
 from app.gpu_results import completion
@@ -228,7 +228,7 @@ async def create_conversion(
     try:
         await run_in_threadpool(refuse_unless_runnable, context)
         await run_in_threadpool(
-            conversions.check_capacity, context.sessions, context.settings, caller
+            conversions.check_capacity, context.sessions, context.settings, caller.name
         )
         if content_type == "multipart/form-data":
             submission = await multipart_submission(request, context)
@@ -246,8 +246,8 @@ async def create_conversion(
             context.sessions,
             context.settings,
             submission,
-            caller,
-            caller_key(caller, idempotency_key),
+            caller.name,
+            caller_key(caller.name, idempotency_key),
         )
     except ApiError as error:
         context.metrics.rejected.labels(error.code.value).inc()
@@ -270,18 +270,21 @@ async def create_conversion(
 @router.get("", response_model=ConversionPage, responses=ERRORS)
 def list_conversions(
     session: SessionDep,
+    reader: ReaderDep,
     status: ConversionStatus | None = None,
     operator: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ConversionPage:
-    rows, total = conversions.list_page(session, status, operator, limit, offset)
+    rows, total = conversions.list_page(session, reader, status, operator, limit, offset)
     return conversions.page_view(rows, total, limit, offset)
 
 
 @router.get("/{conversion_id}", response_model=ConversionView, responses=ERRORS)
-def get_conversion(conversion_id: str, session: SessionDep, context: ContextDep) -> Response:
-    conversion = conversions.get(session, conversion_id)
+def get_conversion(
+    conversion_id: str, session: SessionDep, context: ContextDep, reader: ReaderDep
+) -> Response:
+    conversion = conversions.get(session, conversion_id, reader=reader)
     view = conversions.full_view(conversion, completion(context.settings, conversion))
     # Serialised once here: the view is already validated, and this is the polled path.
     return Response(view.model_dump_json(), media_type="application/json")
@@ -294,9 +297,8 @@ def cancel_conversion(conversion_id: str, context: ContextDep, caller: CallerDep
     # A task already on the broker finds the conversion cancelled when it tries
     # to claim it, so nothing needs revoking there.
     with context.sessions() as session:
-        before = conversions.get(session, conversion_id).status
-    admin = caller in context.settings.api_admins
-    cancelled = conversions.cancel(context.sessions, conversion_id, caller, admin)
+        before = conversions.get(session, conversion_id, reader=as_reader(context, caller)).status
+    cancelled = conversions.cancel(context.sessions, conversion_id, caller)
     if before == ConversionStatus.AWAITING_GPU:
         # Its checkpoints were kept for the completion that will not come.
         prune(context.settings.resolved_database_url, conversion_id)

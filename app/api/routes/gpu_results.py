@@ -60,15 +60,8 @@ async def upload_gpu_results(
         files[part.filename.rsplit("/", 1)[-1]] = await part.read(limit + 1)
     if not files:
         raise invalid_request("the form needs the result files as `files` parts", field="files")
-    admin = caller in context.settings.api_admins
     arrival = await run_in_threadpool(
-        accept_results,
-        context.sessions,
-        context.settings,
-        conversion_id,
-        files,
-        f"api:{caller}",
-        (caller, admin),
+        accept_results, context.sessions, context.settings, conversion_id, files, caller
     )
     if arrival.resumed:
         await run_in_threadpool(dispatch, context, conversion_id)
@@ -82,4 +75,5 @@ async def upload_gpu_results(
         correctness=checked.correctness.verdict.value,
         perf=checked.perf.verdict.value,
         statement=checked.run.statement,
+        trust=arrival.trust,
     )

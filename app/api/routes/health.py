@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import ContextDep
+from app.api.deps import ContextDep, ReaderDep
 from app.context import ServiceContext
 from app.storage.migrate import is_at_head
 from schemas.api import Health, Readiness
@@ -78,6 +78,6 @@ async def readyz(context: ContextDep) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(context: ContextDep) -> Response:
+async def metrics(context: ContextDep, reader: ReaderDep) -> Response:
     exposition = await run_in_threadpool(context.metrics.exposition)
     return Response(exposition, media_type="text/plain; version=0.0.4; charset=utf-8")
