@@ -14,6 +14,7 @@ from pathlib import Path
 
 import uvicorn
 
+from app.api.connections import server_config
 from app.api.main import create_app
 from app.context import ServiceContext, build_context
 from app.github.report import notifier
@@ -104,7 +105,10 @@ def serve_command(args: argparse.Namespace) -> int:
         reaper = LeaseReaper(settings, context.sessions, context.dispatcher)
         reaper.start()
     try:
-        uvicorn.run(create_app(context), host=args.host, port=args.port, log_level=args.log_level)
+        config = server_config(
+            create_app(context), settings, args.host, args.port, log_level=args.log_level
+        )
+        uvicorn.Server(config).run()
     finally:
         if pool is not None:
             pool.stop()

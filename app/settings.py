@@ -71,6 +71,27 @@ class Settings(BaseModel):
         description="QUEUE_MAX_PER_CALLER: conversions one caller may have waiting or "
         "running; checked before a submission is read",
     )
+    max_connections: int = Field(
+        4096,
+        gt=0,
+        description="MAX_CONNECTIONS: open connections the server keeps (at most its "
+        "descriptor limit less a reserve); beyond it a new one is closed at once",
+    )
+    max_connections_per_client: int = Field(
+        64, gt=0, description="MAX_CONNECTIONS_PER_CLIENT: open connections per client address"
+    )
+    request_head_timeout_s: float = Field(
+        10.0, gt=0, description="REQUEST_HEAD_TIMEOUT_S: time to send a request's headers"
+    )
+    request_body_timeout_s: float = Field(
+        120.0, gt=0, description="REQUEST_BODY_TIMEOUT_S: time to send a request's body"
+    )
+    page_requests_per_minute: int = Field(
+        120,
+        gt=0,
+        description="PAGE_REQUESTS_PER_MINUTE: page and sign-in requests per client address "
+        "(a burst of this many, refilled over a minute); beyond it 429",
+    )
     queue_retry_after_s: int = Field(30, gt=0, description="QUEUE_RETRY_AFTER_S")
     worker_mode: WorkerMode = Field(WorkerMode.INPROC, description="WORKER_MODE")
     worker_threads: int = Field(2, gt=0, description="WORKER_THREADS (inproc)")
@@ -120,6 +141,11 @@ ENV_FIELDS: dict[str, str] = {
     "QUEUE_MAX_PENDING": "queue_max_pending",
     "QUEUE_MAX_PER_CALLER": "queue_max_per_caller",
     "QUEUE_RETRY_AFTER_S": "queue_retry_after_s",
+    "PAGE_REQUESTS_PER_MINUTE": "page_requests_per_minute",
+    "MAX_CONNECTIONS": "max_connections",
+    "MAX_CONNECTIONS_PER_CLIENT": "max_connections_per_client",
+    "REQUEST_HEAD_TIMEOUT_S": "request_head_timeout_s",
+    "REQUEST_BODY_TIMEOUT_S": "request_body_timeout_s",
     "WORKER_MODE": "worker_mode",
     "WORKER_THREADS": "worker_threads",
     "WORKER_LEASE_S": "lease_s",

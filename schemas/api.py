@@ -23,6 +23,7 @@ class ErrorCode(StrEnum):
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     NOT_CANCELLABLE = "not_cancellable"
     QUEUE_FULL = "queue_full"
+    RATE_LIMITED = "rate_limited"
     BROKER_UNAVAILABLE = "broker_unavailable"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from app.api.limits import BodySizeLimit, BodyTooLarge, too_large
+from app.api.limits import BodySizeLimit, BodyTooLarge, PageRateLimit, too_large
 from app.api.routes import artifacts, conversions, docs, gpu_results, health, web, webhooks
 from app.context import ServiceContext
 from app.errors import ApiError
@@ -93,5 +93,6 @@ def create_app(context: ServiceContext) -> FastAPI:
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR / "static"), name="static")
     app.add_middleware(BodySizeLimit, limit=body_limit(context))
+    app.add_middleware(PageRateLimit, per_minute=context.settings.page_requests_per_minute)
     app.add_middleware(MetricsMiddleware, metrics=context.metrics)
     return app
