@@ -98,6 +98,14 @@ class Settings(BaseModel):
     lease_s: float = Field(30.0, gt=0, description="WORKER_LEASE_S: lease before reclaim")
     poll_s: float = Field(1.0, gt=0, description="WORKER_POLL_S")
     max_attempts: int = Field(3, gt=0, description="WORKER_MAX_ATTEMPTS per conversion")
+    job_wall_s: float = Field(
+        4 * 3600.0, gt=0, description="JOB_WALL_S: one job's wall-clock limit; past it, error"
+    )
+    job_memory_mb: int = Field(
+        16384,
+        gt=0,
+        description="JOB_MEMORY_MB: resident memory of one job's process tree; past it, error",
+    )
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="BROKER_URL")
     no_gpu: bool = Field(False, description="TILEPORT_NO_GPU: runs skip GPU stages")
     gpu_queues: list[str] = Field(
@@ -151,6 +159,8 @@ ENV_FIELDS: dict[str, str] = {
     "WORKER_LEASE_S": "lease_s",
     "WORKER_POLL_S": "poll_s",
     "WORKER_MAX_ATTEMPTS": "max_attempts",
+    "JOB_WALL_S": "job_wall_s",
+    "JOB_MEMORY_MB": "job_memory_mb",
     "BROKER_URL": "broker_url",
     "TILEPORT_NO_GPU": "no_gpu",
     "GPU_QUEUES": "gpu_queues",

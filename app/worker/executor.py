@@ -29,6 +29,7 @@ from schemas.api import ConversionStatus
 log = logging.getLogger("tileport.worker")
 
 KILL_GRACE_S = 10.0
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 AfterTerminal = Callable[[str], None]
 
 
@@ -62,6 +63,39 @@ def spawn_job(settings: Settings, claim: queue.Claim) -> subprocess.Popen[bytes]
     child.stdin.write(settings.model_dump_json().encode())
     child.stdin.close()
     return child
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it, sandboxed steps included (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        # The command name may hold spaces and parentheses: the fields follow the last ')'.
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def resident_bytes(root: int) -> int:
+    """Resident memory of the job's whole process tree (shared pages counted in each
+    process: an upper bound, which is what a cap needs)."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_BYTES
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
 
 
 def stop_job(child: subprocess.Popen[bytes]) -> None:
@@ -108,7 +142,7 @@ class Executor:
     ) -> ConversionStatus | None:
         settings = self.settings
         renew_every = settings.lease_s / 3
-        last_renewal = time.monotonic()
+        started = last_renewal = time.monotonic()
         while True:
             try:
                 code = child.wait(timeout=settings.poll_s)
@@ -116,6 +150,10 @@ class Executor:
                 pass
             else:
                 return self.settle(claim, code)
+            over = self.over_limits(child, time.monotonic() - started)
+            if over is not None:
+                stop_job(child)
+                return self.mark(claim, ConversionStatus.ERROR, over)
             if queue.cancel_requested(self.sessions, claim.conversion_id):
                 stop_job(child)
                 return self.mark(claim, ConversionStatus.CANCELLED, "cancelled while running")
@@ -129,6 +167,20 @@ class Executor:
                     stop_job(child)
                     return None
                 last_renewal = time.monotonic()
+
+    def over_limits(self, child: subprocess.Popen[bytes], elapsed_s: float) -> str | None:
+        """Why the job must stop (JOB_WALL_S, JOB_MEMORY_MB), or None. Its sandboxed
+        steps have their own, tighter limits; these bound the job as a whole."""
+        settings = self.settings
+        if elapsed_s > settings.job_wall_s:
+            return f"the job ran longer than JOB_WALL_S ({settings.job_wall_s:g} s); stopped"
+        used = resident_bytes(child.pid)
+        if used > settings.job_memory_mb << 20:
+            return (
+                f"the job used {used >> 20} MiB, more than JOB_MEMORY_MB "
+                f"({settings.job_memory_mb} MiB); stopped"
+            )
+        return None
 
     def settle(self, claim: queue.Claim, code: int) -> ConversionStatus | None:
         if code == EXIT_DONE:
