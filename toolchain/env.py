@@ -37,11 +37,18 @@ def cargo_target_dir() -> Path:
     return Path(os.environ.get("CARGO_TARGET_DIR", default))
 
 
-def workspace_target_dir() -> Path:
-    """Where the kernel library's workspaces (one per run, copied from the checkout)
-    build: a target directory of their own, since their crate has the checkout's
-    package name and library file name, which would replace the checkout's build."""
-    return cargo_target_dir() / "workspaces"
+def dependency_target_dir() -> Path:
+    """The kernel library's dependencies, compiled once by a trusted build of the
+    checkout's workspace: the seed every workspace's build area is copied from.
+    Apart from the checkout's own target, since a workspace's crate has the
+    checkout's package name and library file name."""
+    return cargo_target_dir() / "dependencies"
+
+
+def build_areas_dir() -> Path:
+    """The build areas of the kernel library's workspaces (one per run): each a
+    target directory of its own, which only that workspace's sandboxed builds write."""
+    return cargo_target_dir() / "build-areas"
 
 
 def rs_export_binary() -> Path:

@@ -24,16 +24,17 @@ operators):
     tests/pipeline/         the plain-Rust pipeline check, one module per operator
 
 Builds: the checkout's crate builds into the cache's target directory
-(`cargo_target_dir()`); every workspace builds into one target directory of
-their own beside it (`workspace_target_dir()`), where the dependencies are
-compiled once for all of them and only the crate itself recompiles when a
-workspace's sources differ from the last ones built there. A workspace holds a
-run's generated code: its builds and pipeline checks run in the sandbox
-(`toolchain.sandbox.cargo_sandbox`: only the workspace and that target
-directory writable). Generation in the checkout and every build run under one
-file lock, so concurrent host stages never interleave writes or builds. The
-build is lazy: `ensure_built` rebuilds only when a kernel or manifest source is
-newer than the library.
+(`cargo_target_dir()`). A workspace holds a run's generated code: it builds in
+a build area of its own (`build_areas_dir()`), in the sandbox
+(`toolchain.sandbox.cargo_sandbox`: only the workspace and its area writable),
+so no run can change what another run's build links or executes. An area
+starts as a copy of the dependencies compiled once by a trusted build of the
+checkout's workspace (`dependency_target_dir()`, outside the sandbox, which no
+sandboxed step can write), so only the crate itself compiles per run; the
+least recently used areas beyond `BUILD_AREAS_KEPT` are removed. Generation in
+the checkout and every build run under one file lock, so concurrent host stages
+never interleave writes or builds. The build is lazy: `ensure_built` rebuilds
+only when a kernel or manifest source is newer than the library.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Iterator
@@ -79,12 +81,13 @@ from schemas.port_spec import ResolvedConfig, load_port_spec
 from toolchain.env import (
     KERNELS_RS,
     REPO_ROOT,
+    build_areas_dir,
     cache_dir,
     cargo_target_dir,
+    dependency_target_dir,
     toolchain_env,
-    workspace_target_dir,
 )
-from toolchain.sandbox import PATH, SandboxUnavailable, cargo_sandbox
+from toolchain.sandbox import PATH, SandboxUnavailable, cargo_sandbox, unavailable_reason
 
 CRATE_MEMBER = "ported"
 INSTALLED_PREFIX = "ffi/kernels/"
@@ -93,6 +96,9 @@ BUILD_TIMEOUT_S = 1800
 SANDBOX_ENV = {"PATH": PATH, "LANG": "C.UTF-8"}  # a sandboxed build's, before the toolchain's
 # In the workspace target directory: the digest of the sources built there last.
 LAST_BUILT_SOURCES = "last-built-sources"
+# The dependency seed's mark: the digest of the manifests and lock it was built from.
+SEED_MARK = "seeded-from"
+BUILD_AREAS_KEPT = 4
 
 
 class LibraryBuildError(RuntimeError):
@@ -147,7 +153,11 @@ class LibraryCrate:
 
     @property
     def target_dir(self) -> Path:
-        return cargo_target_dir() if self.in_checkout else workspace_target_dir()
+        """The checkout's cargo target; a workspace's own build area."""
+        if self.in_checkout:
+            return cargo_target_dir()
+        key = hashlib.sha256(str(self.workspace.resolve()).encode()).hexdigest()[:16]
+        return build_areas_dir() / key
 
     @property
     def library_path(self) -> Path:
@@ -181,18 +191,23 @@ def create_workspace(root: Path) -> LibraryCrate:
     """A fresh copy of the checkout's cargo workspace at `root` (emptied first): its
     manifest and its lock (so builds stay `--locked`), the library crate with the
     operators it holds, and every other member, never built but named by the lock."""
+    with library_lock():
+        return _copy_checkout(root)
+
+
+def _copy_checkout(root: Path) -> LibraryCrate:
+    """`create_workspace` under `library_lock`, which the caller holds."""
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    with library_lock():
-        manifest = tomllib.loads((KERNELS_RS / "Cargo.toml").read_text(encoding="utf-8"))
-        for name in ("Cargo.toml", "Cargo.lock"):
-            _copy_source(KERNELS_RS / name, root / name)
-        for member in manifest["workspace"]["members"]:
-            for path in sorted((KERNELS_RS / member).rglob("*")):
-                relative = path.relative_to(KERNELS_RS)
-                if path.is_file() and not {"__pycache__", "target"} & set(relative.parts):
-                    _copy_source(path, root / relative)
+    manifest = tomllib.loads((KERNELS_RS / "Cargo.toml").read_text(encoding="utf-8"))
+    for name in ("Cargo.toml", "Cargo.lock"):
+        _copy_source(KERNELS_RS / name, root / name)
+    for member in manifest["workspace"]["members"]:
+        for path in sorted((KERNELS_RS / member).rglob("*")):
+            relative = path.relative_to(KERNELS_RS)
+            if path.is_file() and not {"__pycache__", "target"} & set(relative.parts):
+                _copy_source(path, root / relative)
     return LibraryCrate(root)
 
 
@@ -234,12 +249,12 @@ def _workspace_inputs(crate: LibraryCrate) -> list[Path]:
 
 
 def _claim_workspace_target(crate: LibraryCrate) -> None:
-    """Every workspace builds the same package at the same relative path into the one
-    workspace target directory, so they share the crate's compiled units there, and
-    cargo judges those by file times alone: a workspace whose files are older than
-    another's last build would pass for built. Unless the last build there was of
-    these very sources, their times become now, so cargo recompiles the crate (its
-    dependencies stay built). Call under `library_lock`."""
+    """A workspace made again at the same path (`create_workspace` empties it and
+    copies the checkout's files with their times) finds its area's compiled crate,
+    and cargo judges it by file times alone: files older than the last build there
+    would pass for built. Unless the last build there was of these very sources,
+    their times become now, so cargo recompiles the crate (its dependencies stay
+    built). Call under `library_lock`."""
     inputs = _workspace_inputs(crate)
     digest = hashlib.sha256()
     for path in inputs:
@@ -257,7 +272,66 @@ def _claim_workspace_target(crate: LibraryCrate) -> None:
     mark.write_text(digest.hexdigest(), encoding="utf-8")
 
 
-def _cargo_command(crate: LibraryCrate, subcommand: str, *selection: str) -> list[str]:
+def _seed_key() -> str:
+    """What the dependencies' build depends on: the checkout's manifests and lock."""
+    digest = hashlib.sha256()
+    for path in sorted([*KERNELS_RS.glob("*/Cargo.toml"), KERNELS_RS / "Cargo.toml"]):
+        digest.update(path.relative_to(KERNELS_RS).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    digest.update((KERNELS_RS / "Cargo.lock").read_bytes())
+    return digest.hexdigest()
+
+
+def _dependency_seed() -> Path:
+    """The library's dependencies compiled by a build of a pristine copy of the
+    checkout's workspace (no run's code in it), outside the sandbox as the checkout's
+    own build is; rebuilt when the manifests or the lock change. Call under
+    `library_lock`."""
+    seed = dependency_target_dir()
+    key = _seed_key()
+    mark = seed / SEED_MARK
+    if mark.is_file() and mark.read_text(encoding="utf-8") == key:
+        return seed
+    shutil.rmtree(seed, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="tileport-dependencies-") as scratch:
+        pristine = _copy_checkout(Path(scratch) / "workspace")
+        command = _cargo_command(pristine, "build", "--lib", target_dir=seed)
+        _run_cargo(pristine, command, None, sandboxed=False)
+    mark.write_text(key, encoding="utf-8")
+    return seed
+
+
+def _prepare_build_area(crate: LibraryCrate) -> None:
+    """The workspace's build area, made from the dependency seed when it has none, and
+    marked as the most recently used. Call under `library_lock`."""
+    refused = unavailable_reason()
+    if refused is not None:
+        raise LibraryBuildError(refused)  # before minutes of building what cannot be used
+    area = crate.target_dir
+    if not area.is_dir():
+        seed = _dependency_seed()
+        area.parent.mkdir(parents=True, exist_ok=True)
+        kept = sorted(
+            (path for path in area.parent.iterdir() if path.is_dir()),
+            key=lambda path: path.stat().st_mtime,
+            reverse=True,
+        )
+        for old in kept[BUILD_AREAS_KEPT - 1 :]:
+            shutil.rmtree(old, ignore_errors=True)
+        partial = area.with_name(f".{area.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        # Copy-on-write where the filesystem can (hundreds of megabytes otherwise).
+        copy = ["cp", "-a", "--reflink=auto", str(seed), str(partial)]
+        subprocess.run(copy, env={"PATH": PATH}, check=True)
+        (partial / SEED_MARK).unlink()
+        os.replace(partial, area)
+    os.utime(area)
+    _claim_workspace_target(crate)
+
+
+def _cargo_command(
+    crate: LibraryCrate, subcommand: str, *selection: str, target_dir: Path | None = None
+) -> list[str]:
     return [
         "cargo",
         subcommand,
@@ -266,7 +340,7 @@ def _cargo_command(crate: LibraryCrate, subcommand: str, *selection: str) -> lis
         "--manifest-path",
         str(crate.workspace / "Cargo.toml"),
         "--target-dir",
-        str(crate.target_dir),
+        str(target_dir or crate.target_dir),
         "-p",
         CRATE_PACKAGE,
         *selection,
@@ -277,7 +351,7 @@ def build_library(crate: LibraryCrate, log_path: Path | None = None) -> Path:
     """`cargo build --release` of the crate's library (call under `library_lock`);
     returns `crate.library_path`."""
     if not crate.in_checkout:
-        _claim_workspace_target(crate)
+        _prepare_build_area(crate)
     log = _run_cargo(crate, _cargo_command(crate, "build", "--lib"), log_path)
     built = crate.target_dir / "release" / LIBRARY_FILE
     if not built.exists():
@@ -294,10 +368,13 @@ def build_library(crate: LibraryCrate, log_path: Path | None = None) -> Path:
     return crate.library_path
 
 
-def _run_cargo(crate: LibraryCrate, command: list[str], log_path: Path | None) -> str:
-    """cargo on the checkout's own crate as it is; on a workspace, in the sandbox."""
+def _run_cargo(
+    crate: LibraryCrate, command: list[str], log_path: Path | None, sandboxed: bool = True
+) -> str:
+    """cargo on the checkout's own crate (or the dependency seed's pristine copy) as
+    it is; on a workspace, in the sandbox."""
     argv, env = command, toolchain_env()
-    if not crate.in_checkout:
+    if sandboxed and not crate.in_checkout:
         box = cargo_sandbox(crate.workspace, crate.target_dir, toolchain_env(SANDBOX_ENV))
         try:
             argv, env = box.launch(command)
@@ -354,7 +431,7 @@ def run_pipeline_check(crate: LibraryCrate, operator: str, log_path: Path | None
     command = _cargo_command(crate, "test", "--test", "pipeline", "--", f"{operator}::")
     with library_lock():
         if not crate.in_checkout:
-            _claim_workspace_target(crate)
+            _prepare_build_area(crate)
         return _run_cargo(crate, command, log_path)
 
 

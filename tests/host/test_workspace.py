@@ -80,15 +80,12 @@ def test_the_checkout_records_only_its_own_specs(tmp_path: Path) -> None:
 def test_only_the_sources_built_last_keep_their_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Cargo judges the shared units by file times: sources that differ from the last
-    ones built are made newer than any build, the same sources are left alone."""
-    monkeypatch.setattr(library, "workspace_target_dir", lambda: tmp_path / "target")
-    first = library.create_workspace(tmp_path / "first")
-    second = library.create_workspace(tmp_path / "second")
-    with (second.kernels_dir / "softmax.rs").open("a", encoding="utf-8") as kernel:
-        kernel.write("// another port\n")
+    """Cargo judges the area's compiled crate by file times: a workspace made again
+    at the same path with other sources has them made newer than any build; the
+    same sources are left alone."""
+    monkeypatch.setattr(library, "build_areas_dir", lambda: tmp_path / "areas")
+    first = library.create_workspace(tmp_path / "workspace")
     _age(first)
-    _age(second)
     python = first.wrapper_path.parent  # the wrapper (and the library built there)
     python_times = {path: path.stat().st_mtime_ns for path in python.iterdir()}
     library._claim_workspace_target(first)  # nothing built there yet
@@ -96,11 +93,24 @@ def test_only_the_sources_built_last_keep_their_times(
     _age(first)
     library._claim_workspace_target(first)  # these very sources were built last
     assert _times(first) == {LONG_AGO}
-    library._claim_workspace_target(second)
-    assert LONG_AGO not in _times(second)
-    library._claim_workspace_target(first)
-    assert LONG_AGO not in _times(first)
+    again = library.create_workspace(tmp_path / "workspace")
+    with (again.kernels_dir / "softmax.rs").open("a", encoding="utf-8") as kernel:
+        kernel.write("// another port\n")
+    _age(again)
+    library._claim_workspace_target(again)
+    assert LONG_AGO not in _times(again)
     assert {path: path.stat().st_mtime_ns for path in python.iterdir()} == python_times
+
+
+def test_each_workspace_has_a_build_area_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(library, "build_areas_dir", lambda: tmp_path / "areas")
+    first = library.create_workspace(tmp_path / "first")
+    second = library.create_workspace(tmp_path / "second")
+    assert first.target_dir != second.target_dir
+    assert first.target_dir.parent == second.target_dir.parent == tmp_path / "areas"
+    assert library.CHECKOUT.target_dir == library.cargo_target_dir()
 
 
 @pytest.mark.slow
