@@ -65,7 +65,16 @@ def restored(tmp_path: Path) -> Iterator[ServiceContext]:
     context.engine.dispose()
 
 
-def test_the_h200_folder_of_a_runs_own_bundle_finishes_it(restored: ServiceContext) -> None:
+@pytest.mark.parametrize(
+    ("sender", "trust"),
+    [(WORKER_TOKEN, "gpu-worker"), (TOKEN, "user-reported")],
+    ids=["from-the-gpu-host", "from-the-submitter"],
+)
+def test_the_h200_folder_of_a_runs_own_bundle_finishes_it(
+    restored: ServiceContext, sender: str, trust: str
+) -> None:
+    """Sent by the GPU host (a token in API_GPU_WORKERS) or by the run's submitter,
+    whose results are kept as user-reported (a PASS would be UNVERIFIED)."""
     cid = _conversion_id()
     workers = WorkerPool(restored.settings, restored.sessions, threads=1)
     workers.start()
@@ -74,12 +83,11 @@ def test_the_h200_folder_of_a_runs_own_bundle_finishes_it(restored: ServiceConte
             view = client.get(f"/v1/conversions/{cid}").json()
             assert view["status"] == "awaiting_gpu"
             files = [("files", (n, (RESULTS / n).read_bytes())) for n in RESULT_FILES]
-            worker = {"Authorization": f"Bearer {WORKER_TOKEN}"}
             url = f"/v1/conversions/{cid}/gpu-results"
-            accepted = client.post(url, files=files, headers=worker)
+            accepted = client.post(url, files=files, headers={"Authorization": f"Bearer {sender}"})
             assert accepted.status_code == 202, accepted.text
             assert accepted.json()["resumed"] and accepted.json()["correctness"] == "ALL_PASS"
-            assert accepted.json()["trust"] == "gpu-worker"
+            assert accepted.json()["trust"] == trust
             wait_for(
                 lambda: conversion_status(client, cid) not in {"queued", "running"},
                 300.0,
@@ -96,7 +104,7 @@ def test_the_h200_folder_of_a_runs_own_bundle_finishes_it(restored: ServiceConte
     # rule (the ratio's interval reaches the band), finds nothing outside: ALIGNED.
     assert view["status"] == "finished", view["error"]
     assert view["gate_verdict"] == "FAIL" and not view["reached_gpu_boundary"]
-    assert view["gpu_results_trust"] == "gpu-worker"
+    assert view["gpu_results_trust"] == trust
     timeline = [(s["stage"], s["attempt"], s["verdict"]) for s in view["stages"]]
     assert timeline[-5:] == [
         ("host_builder", 1, "ALL_PASS"),
