@@ -44,7 +44,8 @@ class Caller:
 
 
 Reader = Caller | None
-"""Who reads: a caller, or None for an anonymous reader under PUBLIC_READ."""
+"""Who reads: a caller, or None: no restriction (the service itself, or anyone
+under PUBLIC_READ)."""
 
 
 def check_owner(conversion: Conversion, caller: Caller, action: str) -> None:

@@ -209,8 +209,10 @@ def new_conversion(
 def get(
     session: Session, conversion_id: str, with_reports: bool = False, reader: Reader = None
 ) -> Conversion:
-    """The conversion with its stages in one query (and their reports if asked); one
-    `reader` may not read is unknown to it, as one that does not exist."""
+    """The conversion with its stages in one query (and their reports if asked). A
+    conversion `reader` may not read is unknown to it, as one that does not exist;
+    a reader of None reads everything (the service itself, or anyone under
+    PUBLIC_READ)."""
     stages = joinedload(Conversion.stages)
     if with_reports:
         stages = stages.undefer(StageExecution.validator_output)
