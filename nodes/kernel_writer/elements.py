@@ -63,6 +63,7 @@ SAME_TYPE_OPS = frozenset(
         "floor",
         "ceil",
         "pow",
+        "fpowf",
     }
 )
 SHAPE_OPS = frozenset({"reshape", "broadcast", "permute", "extract", "assume", "offset"})

@@ -129,6 +129,8 @@ REDUCE_HELPERS = {
     "mini": "reduce_min",
 }
 UNARY_MATH = frozenset({"negf", "absf", "log", "log2", "sin", "cos", "floor", "ceil"})
+# Binary ops with no attributes, written in their function form (`fpowf(x, y)`).
+BINARY_MATH = frozenset({"fpowf"})
 FTZ_UNARY = frozenset({"exp2", "rsqrt"})
 OP_NAMES = {
     "load_view_tko": "tile",
@@ -561,7 +563,10 @@ class Lifter:
     def emit_op(self, op: Op, scope: _Scope) -> None:
         handler: Callable[[Op, _Scope], None] | None = getattr(self, f"op_{op.name}", None)
         if handler is None:
-            if op.name in BINARY_OPERATORS or op.name in ("mini", "maxi", "maxf", "minf"):
+            if op.name in BINARY_OPERATORS or op.name in BINARY_MATH:
+                self.binary(op, scope)
+                return
+            if op.name in ("mini", "maxi", "maxf", "minf"):
                 self.binary(op, scope)
                 return
             if op.name in UNARY_MATH or op.name in FTZ_UNARY:

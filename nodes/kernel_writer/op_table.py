@@ -333,6 +333,12 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_floats(r"exp2 .* flush_to_zero"), _floats(rf"exp2 {V} : tile<128xf32>")),
     ),
     OpMapping("log", "log(x)", "none", (_floats(r"= log .* : tile<128xf32>"),)),
+    OpMapping(
+        "fpowf",
+        "fpowf(x, y) (`x ** y`; cutile-rs marks it unsafe: Tile IR's power domain)",
+        "none",
+        (_floats(rf"fpowf {V}, {V} : tile<128xf32>"),),
+    ),
     OpMapping("log2", "log2(x)", "none", (_floats(r"log2 .* : tile<128xf32>"),)),
     OpMapping(
         "rsqrt",

@@ -1,0 +1,30 @@
+"""Patterns real kernels outside TileGym use, each in a kernel written for the test:
+the kernel writer ports it (COMPILED: every configuration IR exact and SASS
+identical on sm_90 and sm_100)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nodes.kernel_writer.stage import port_kernel
+from schemas.verdicts import KernelWriterVerdict
+from toolchain.env import rs_export_binary
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not rs_export_binary().exists(), reason="tileport-rs-export is not built (make setup)"
+    ),
+]
+
+
+def test_the_power_operator_ports(tmp_path: Path) -> None:
+    """`x ** 2` and `x ** y` (fpowf) on float32, float16 and bfloat16 tiles."""
+    report = port_kernel(FIXTURES / "power_mix.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.exact and report.sass_identical
+    assert "fpowf(" in (tmp_path / "kernel.rs").read_text()
