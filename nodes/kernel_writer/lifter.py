@@ -133,6 +133,7 @@ UNARY_MATH = frozenset({"negf", "absf", "log", "log2", "sin", "cos", "floor", "c
 BINARY_MATH = frozenset({"fpowf"})
 FTZ_UNARY = frozenset({"exp2", "rsqrt"})
 OP_NAMES = {
+    "cat": "joined",
     "load_view_tko": "tile",
     "load_ptr_tko": "loaded",
     "reduce": "reduced",
@@ -1124,6 +1125,15 @@ class Lifter:
         permutation = op.attributes.get("permutation", "").strip("[]").replace(" ", "")
         array = f"const_array![{', '.join(permutation.split(','))}]"
         self.let_value(scope, op, value, False, f"permute({self.use(operand, 'tile')}, {array})")
+
+    def op_cat(self, op: Op, scope: _Scope) -> None:
+        lhs, rhs = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        dim = op.attributes.get("dim", "").strip()
+        if not dim.isdigit():
+            raise Blocked(op.name, self.where(op), f"cat along dim {dim!r}")
+        expr = f"cat({self.use(lhs, 'tile')}, {self.use(rhs, 'tile')}, {dim}i32)"
+        self.let_value(scope, op, value, False, expr)
 
     def op_extract(self, op: Op, scope: _Scope) -> None:
         operands = self.resolved.operand_ids(op)

@@ -298,7 +298,6 @@ CUTILE_CORE_FUNCTIONS = frozenset(
 NEVER_CALLED = frozenset(
     {
         "broadcast",
-        "cat",
         "components",
         "coord",
         "coords",

@@ -369,6 +369,12 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_shapes(r"permute .* \[1, 0\] : tile<4x8xf32> -> tile<8x4xf32>"),),
     ),
     OpMapping(
+        "cat",
+        "cat(a, b, dim) (`ct.cat((a, b), axis)`; the result's shape from its binding)",
+        "dim",
+        (_shapes(r"cat .* dim = 0 : tile<4x8xf32>, tile<4x8xf32> -> tile<8x8xf32>"),),
+    ),
+    OpMapping(
         "extract",
         "extract(x, [i, j]) with rank-0 i32 tile indices",
         "none",

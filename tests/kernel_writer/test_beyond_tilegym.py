@@ -28,3 +28,11 @@ def test_the_power_operator_ports(tmp_path: Path) -> None:
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert report.exact and report.sass_identical
     assert "fpowf(" in (tmp_path / "kernel.rs").read_text()
+
+
+def test_a_concatenation_ports(tmp_path: Path) -> None:
+    """`ct.cat((a, b), 0)` of two loaded tiles (cat), per tile size."""
+    report = port_kernel(FIXTURES / "pair_cat.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.exact and report.sass_identical
+    assert "cat(" in (tmp_path / "kernel.rs").read_text()
