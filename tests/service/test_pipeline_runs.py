@@ -240,6 +240,7 @@ def test_a_pr_comment_runs_a_port_and_reports_back(
         fake.repos["acme/kernels"] = Repo("b" * 40, files)
         context.settings.github_api_url = fake.base_url
         context.settings.github_token = "gh-token"
+        context.settings.api_admins = ["ci"]  # the bot's runs are read by admins
         payload = {
             "action": "created",
             "issue": {"number": 3, "pull_request": {}},
