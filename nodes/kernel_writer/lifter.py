@@ -1289,16 +1289,28 @@ class Lifter:
         self.bind(token_value, name, "token", "Token")
 
     def op_atomic_rmw_tko(self, op: Op, scope: _Scope) -> None:
-        operands = self.resolved.operand_ids(op)
+        pointers, arg, *rest = self.resolved.operand_ids(op)
+        mode = ATOMIC_MODE[op.attributes["mode"]]
+        self.atomic(
+            op, scope, "atomic_rmw_tko", [self.use(pointers), self.use(arg, "tile"), mode], rest
+        )
+
+    def op_atomic_cas_tko(self, op: Op, scope: _Scope) -> None:
+        pointers, expected, desired, *rest = self.resolved.operand_ids(op)
+        values = [self.use(pointers), self.use(expected, "tile"), self.use(desired, "tile")]
+        self.atomic(op, scope, "atomic_cas_tko", values, rest)
+
+    def atomic(
+        self, op: Op, scope: _Scope, function: str, values: list[str], rest: list[int]
+    ) -> None:
+        """`let (old, token) = function(values.., ordering, scope, mask, token);` where
+        `rest` holds the op's optional mask and token operands."""
         old, token_value = self.resolved.result_ids(op)
-        pointers, arg = operands[0], operands[1]
-        rest = operands[2:]
         token = None
         if "token" in op.attributes:
             token, rest = rest[-1], rest[:-1]
         mask = rest[0] if rest else None
         ordering, mem_scope = self.ordering_scope(op)
-        mode = ATOMIC_MODE[op.attributes["mode"]]
         tile_type = self.tile_type(old)
         name = self.fresh("old")
         token_name = self.fresh("atomic_token")
@@ -1308,12 +1320,13 @@ class Lifter:
             token_name = "_" + token_name
         mask_arg = f"Some({self.use(mask, 'tile')})" if mask is not None else "None"
         token_arg = f"Some({self.use(token)})" if token is not None else "None"
+        arguments = "".join(
+            f"{INDENT}{argument},\n"
+            for argument in [*values, ordering, mem_scope, mask_arg, token_arg]
+        )
         self.emit(
             scope,
-            f"let ({name}, {token_name}): ({tile_type}, Token) = atomic_rmw_tko(\n"
-            f"{INDENT}{self.use(pointers)},\n{INDENT}{self.use(arg, 'tile')},\n{INDENT}{mode},\n"
-            f"{INDENT}{ordering},\n{INDENT}{mem_scope},\n{INDENT}{mask_arg},\n"
-            f"{INDENT}{token_arg},\n);",
+            f"let ({name}, {token_name}): ({tile_type}, Token) = {function}(\n{arguments});",
         )
         self.bind(old, name, "tile", tile_type)
         self.bind(token_value, token_name, "token", "Token")

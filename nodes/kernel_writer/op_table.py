@@ -494,6 +494,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_control(r"atomic_rmw_tko acq_rel device .* add, "),),
     ),
     OpMapping(
+        "atomic_cas_tko",
+        "atomic_cas_tko(ptrs, expected, desired, ordering, scope, Some(mask), Some(token)) "
+        "(`ct.atomic_cas`)",
+        "ordering, scope, mask, token",
+        (_control(rf"atomic_cas_tko acq_rel device {V}, {V}, {V}, {V} token="),),
+    ),
+    OpMapping(
         "for",
         "for iv in (lb..ub).step_by(step as usize) { .. } with `let mut` carried values; "
         "a constant bound is a rank-0 `constant(..)` tile, so no assume lands on iv",

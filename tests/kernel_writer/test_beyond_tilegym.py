@@ -36,3 +36,11 @@ def test_a_concatenation_ports(tmp_path: Path) -> None:
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert report.exact and report.sass_identical
     assert "cat(" in (tmp_path / "kernel.rs").read_text()
+
+
+def test_a_compare_and_swap_ports(tmp_path: Path) -> None:
+    """`ct.atomic_cas` (atomic_cas_tko) with its bounds mask, ordering and scope."""
+    report = port_kernel(FIXTURES / "claim_flags.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.exact and report.sass_identical
+    assert "atomic_cas_tko(" in (tmp_path / "kernel.rs").read_text()
