@@ -58,6 +58,7 @@ DTypeName = Literal[
     "tfloat32",
     "float8_e4m3fn",
     "float8_e5m2",
+    "float8_e8m0fnu",
 ]
 
 # Bytes per element; the launch-time alignment facts are counted in bytes.
@@ -67,6 +68,7 @@ ITEMSIZE: dict[str, int] = {
     "uint8": 1,
     "float8_e4m3fn": 1,
     "float8_e5m2": 1,
+    "float8_e8m0fnu": 1,
     "int16": 2,
     "uint16": 2,
     "float16": 2,
@@ -81,8 +83,19 @@ ITEMSIZE: dict[str, int] = {
 }
 
 FLOAT_DTYPES = frozenset(
-    {"float16", "bfloat16", "float32", "float64", "tfloat32", "float8_e4m3fn", "float8_e5m2"}
+    {
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "tfloat32",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e8m0fnu",
+    }
 )
+# Floats with an exponent only (block scales: powers of two, no sign, no zero).
+EXPONENT_DTYPES = frozenset({"float8_e8m0fnu"})
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
@@ -202,6 +215,8 @@ class ArrayParam(_Strict):
             return self.init
         if self.role == "out":
             return ArrayInit(kind="zeros")
+        if dtype in EXPONENT_DTYPES:
+            return ArrayInit(kind="uniform", low=0.125, high=8)  # scales around 1
         if dtype in FLOAT_DTYPES:
             return ArrayInit(kind="randn")
         return ArrayInit(kind="randint", low=0, high=16)

@@ -86,6 +86,7 @@ class DType(IntEnum):
     TFLOAT32 = 14
     FLOAT8_E4M3FN = 15
     FLOAT8_E5M2 = 16
+    FLOAT8_E8M0FNU = 17
 
     @property
     def spec_name(self) -> str:
@@ -113,6 +114,7 @@ RUST_ELEMENT_TYPES: Final[dict[DType, str]] = {
     DType.FLOAT64: "f64",
     DType.FLOAT8_E4M3FN: "f8e4m3fn",
     DType.FLOAT8_E5M2: "f8e5m2",
+    DType.FLOAT8_E8M0FNU: "f8e8m0fnu",
 }
 """The cutile element type (as a generic argument string) of each dtype that has one."""
 
@@ -121,6 +123,7 @@ RUST_TYPE_PATHS: Final[dict[str, str]] = {
     "bf16": "cutile::half::bf16",
     "f8e4m3fn": "cutile::cuda_core::f8e4m3fn",
     "f8e5m2": "cutile::cuda_core::f8e5m2",
+    "f8e8m0fnu": "cutile::cuda_core::f8e8m0fnu",
 }
 """Rust paths of element types that are not primitives."""
 

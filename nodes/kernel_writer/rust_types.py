@@ -20,6 +20,7 @@ FLOAT_ELEMENTS = {
     "tf32": "tf32",
     "f8E4M3FN": "f8e4m3fn",
     "f8E5M2": "f8e5m2",
+    "f8E8M0FNU": "f8e8m0fnu",
 }
 SIGNED_INTS = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64"}
 UNSIGNED_INTS = {"i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64"}
@@ -40,6 +41,7 @@ DTYPE_ELEMENTS = {
     "tfloat32": "tf32",
     "float8_e4m3fn": "f8e4m3fn",
     "float8_e5m2": "f8e5m2",
+    "float8_e8m0fnu": "f8e8m0fnu",
 }
 
 # Bytes per element of every dtype an array (and so a dtype generic `E`) can have.
@@ -60,6 +62,7 @@ DTYPE_BYTES = {
     "tfloat32": 4,
     "float8_e4m3fn": 1,
     "float8_e5m2": 1,
+    "float8_e8m0fnu": 1,
 }
 # The const generic spelling `E`'s size where the IR states it (a gathered
 # pointer's alignment).

@@ -95,6 +95,7 @@ DEFAULT_TOLERANCES: Final = {
     "bfloat16": (1e-5, 1.6e-2),
     "float8_e4m3fn": (0.125, 0.125),
     "float8_e5m2": (0.25, 0.25),
+    "float8_e8m0fnu": (0.0, 0.0),  # powers of two: a port gives the same ones
 }
 HINT_NAMES: Final = {"occupancy": "occupancy", "num_ctas": "num_ctas", "num_cta_in_cga": "num_ctas"}
 

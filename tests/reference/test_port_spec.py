@@ -260,3 +260,17 @@ def test_every_field_is_documented() -> None:
         if "description" not in prop
     ]
     assert undocumented == []
+
+
+def test_block_scales_are_a_dtype_with_positive_inputs() -> None:
+    """float8_e8m0fnu (the MX formats' power-of-two scales) is a spec dtype with its
+    ABI code and cutile element type; its test inputs are drawn positive (it has
+    no sign and no zero)."""
+    from nodes.host_builder.abi import RUST_ELEMENT_TYPES, DType
+
+    arrays = copy.deepcopy(BASE["arrays"])
+    arrays["scales"] = {"rank": 1, "shape": ["M"], "dtypes": ["float8_e8m0fnu"], "role": "in"}
+    spec = PortSpec.model_validate(spec_with(arrays=arrays))
+    init = spec.arrays["scales"].default_init("float8_e8m0fnu")
+    assert init.kind == "uniform" and float(init.low or 0) > 0
+    assert RUST_ELEMENT_TYPES[DType.from_spec_name("float8_e8m0fnu")] == "f8e8m0fnu"

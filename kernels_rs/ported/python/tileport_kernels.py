@@ -64,7 +64,8 @@ enum tileport_dtype {
     TILEPORT_DTYPE_FLOAT64 = 13,
     TILEPORT_DTYPE_TFLOAT32 = 14,
     TILEPORT_DTYPE_FLOAT8_E4M3FN = 15,
-    TILEPORT_DTYPE_FLOAT8_E5M2 = 16
+    TILEPORT_DTYPE_FLOAT8_E5M2 = 16,
+    TILEPORT_DTYPE_FLOAT8_E8M0FNU = 17
 };
 typedef struct {
     uint64_t data;
@@ -99,7 +100,7 @@ int32_t cutile_softmax_plan(
 );
 """
 
-FINGERPRINT = 0x5EC3799E720145D5
+FINGERPRINT = 0xDBEE5DEBEF4AF8E6
 ABI_VERSION = 1
 MAX_RANK = 8
 LIBRARY_FILE = "libtileport_kernels.so"
@@ -124,6 +125,7 @@ DTYPE_CODES = {
     "float64": 13,
     "float8_e4m3fn": 15,
     "float8_e5m2": 16,
+    "float8_e8m0fnu": 17,
     "int16": 3,
     "int32": 4,
     "int64": 5,

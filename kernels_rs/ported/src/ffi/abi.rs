@@ -66,6 +66,7 @@ pub enum Dtype {
     Tfloat32 = 14,
     Float8E4m3fn = 15,
     Float8E5m2 = 16,
+    Float8E8m0fnu = 17,
 }
 
 impl Dtype {
@@ -88,6 +89,7 @@ impl Dtype {
             14 => Some(Dtype::Tfloat32),
             15 => Some(Dtype::Float8E4m3fn),
             16 => Some(Dtype::Float8E5m2),
+            17 => Some(Dtype::Float8E8m0fnu),
             _ => None,
         }
     }
@@ -111,6 +113,7 @@ impl Dtype {
             Dtype::Tfloat32 => "tfloat32",
             Dtype::Float8E4m3fn => "float8_e4m3fn",
             Dtype::Float8E5m2 => "float8_e5m2",
+            Dtype::Float8E8m0fnu => "float8_e8m0fnu",
         }
     }
 
@@ -133,6 +136,7 @@ impl Dtype {
             Dtype::Tfloat32 => 4,
             Dtype::Float8E4m3fn => 1,
             Dtype::Float8E5m2 => 1,
+            Dtype::Float8E8m0fnu => 1,
         }
     }
 
@@ -154,6 +158,7 @@ impl Dtype {
             Dtype::Float64 => Some("f64"),
             Dtype::Float8E4m3fn => Some("f8e4m3fn"),
             Dtype::Float8E5m2 => Some("f8e5m2"),
+            Dtype::Float8E8m0fnu => Some("f8e8m0fnu"),
             _ => None,
         }
     }

@@ -43,7 +43,8 @@ enum tileport_dtype {
     TILEPORT_DTYPE_FLOAT64 = 13,
     TILEPORT_DTYPE_TFLOAT32 = 14,
     TILEPORT_DTYPE_FLOAT8_E4M3FN = 15,
-    TILEPORT_DTYPE_FLOAT8_E5M2 = 16
+    TILEPORT_DTYPE_FLOAT8_E5M2 = 16,
+    TILEPORT_DTYPE_FLOAT8_E8M0FNU = 17
 };
 typedef struct {
     uint64_t data;
@@ -79,7 +80,7 @@ int32_t cutile_softmax_plan(
 "#;
 
 /// The fingerprint of CDEF; the Python wrapper refuses a library whose differs.
-pub const FINGERPRINT: u64 = 0x5ec3799e720145d5;
+pub const FINGERPRINT: u64 = 0xdbee5debef4af8e6;
 
 /// The fingerprint of the cdef this library was generated from.
 #[no_mangle]
