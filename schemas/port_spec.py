@@ -22,7 +22,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self, get_args
 
 import yaml
 from pydantic import (
@@ -83,16 +83,7 @@ ITEMSIZE: dict[str, int] = {
 }
 
 FLOAT_DTYPES = frozenset(
-    {
-        "float16",
-        "bfloat16",
-        "float32",
-        "float64",
-        "tfloat32",
-        "float8_e4m3fn",
-        "float8_e5m2",
-        "float8_e8m0fnu",
-    }
+    d for d in get_args(DTypeName) if d.startswith(("float", "bfloat", "tfloat"))
 )
 # Floats with an exponent only (block scales: powers of two, no sign, no zero).
 EXPONENT_DTYPES = frozenset({"float8_e8m0fnu"})

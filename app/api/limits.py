@@ -68,19 +68,24 @@ class BodySizeLimit:
                 await self.reject(send)
 
     async def reject(self, send: Send) -> None:
-        body = json.dumps(too_large(self.limit).body()).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, too_large(self.limit), (b"connection", b"close"))
+
+
+async def send_error(send: Send, error: ApiError, *headers: tuple[bytes, bytes]) -> None:
+    """`error` as the JSON answer, from an ASGI middleware (before any route ran)."""
+    body = json.dumps(error.body()).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class PageRateLimit:
@@ -120,23 +125,11 @@ class PageRateLimit:
         if wait == 0.0:
             await self.app(scope, receive, send)
             return
-        retry_after = str(math.ceil(wait))
+        retry_after = math.ceil(wait)
         error = ApiError(
             429,
             ErrorCode.RATE_LIMITED,
             "too many page requests from this address; retry later",
-            {"retry_after_s": int(retry_after)},
+            {"retry_after_s": retry_after},
         )
-        body = json.dumps(error.body()).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 429,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", retry_after.encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, error, (b"retry-after", str(retry_after).encode()))
