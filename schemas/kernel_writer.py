@@ -86,6 +86,10 @@ class ConfigCheck(_Strict):
     ir_level: str = Field(description="exact / equivalent / different (SASS aside).")
     findings: list[str] = Field(default_factory=list, description="The IR diff's findings.")
     targets: list[TargetCheck] = Field(default_factory=list)
+    required_targets: list[str] = Field(
+        default_factory=lambda: list(REQUIRED_TARGETS),
+        description="The GPUs the configuration must be SASS-identical on (the spec's targets).",
+    )
     generated_ir: str | None = Field(None, description="The generated IR, relative to --out.")
     error: str | None = Field(None, description="Why the Rust export or a tool failed.")
 
@@ -96,7 +100,8 @@ class ConfigCheck(_Strict):
     level: SamenessLevel = Field(
         "different",
         description="The level of sameness (docs/PIPELINE.md): `exact` IR with identical SASS; "
-        "`sass-identical`: cubins identical on sm_90 and sm_100 whatever the IR text; "
+        "`sass-identical`: cubins identical on every required target (sm_90 and sm_100 "
+        "unless the spec names fewer) whatever the IR text; "
         "else the IR's level. Derived from the other fields.",
     )
 
@@ -108,7 +113,7 @@ class ConfigCheck(_Strict):
     def _level(self) -> SamenessLevel:
         if self.error is not None:
             return "different"
-        if self.sass_identical and set(REQUIRED_TARGETS) <= {t.target for t in self.targets}:
+        if self.sass_identical and set(self.required_targets) <= {t.target for t in self.targets}:
             return "exact" if self.exact else "sass-identical"
         return "equivalent" if self.ir_level == "equivalent" else "different"
 

@@ -88,6 +88,9 @@ FLOAT_DTYPES = frozenset(
 # Floats with an exponent only (block scales: powers of two, no sign, no zero).
 EXPONENT_DTYPES = frozenset({"float8_e8m0fnu"})
 
+# The GPUs a port is proven for (its reference exported, its SASS compared).
+GpuTarget = Literal["sm_90", "sm_100"]
+
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 
@@ -554,6 +557,13 @@ class PortSpec(_Strict):
     entry_symbol: EntrySymbol = Field(
         default_factory=lambda: EntrySymbol(), description="Entry naming and comparison."
     )
+    targets: list[GpuTarget] = Field(
+        default_factory=lambda: list(get_args(GpuTarget)),
+        min_length=1,
+        description="The GPUs the port is proven for: the reference is exported for the "
+        "first, and the port's SASS is compared with the reference's on each. A kernel "
+        "only one of them compiles (float8_e8m0fnu block scales: sm_100) names that one.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -610,6 +620,7 @@ class PortSpec(_Strict):
         for label, items in (
             ("variant", [v.name for v in self.variants]),
             ("configuration", [c.name for c in [*self.test_configs, *self.perf_configs]]),
+            ("target", [str(target) for target in self.targets]),
         ):
             dupes = sorted({n for n in items if items.count(n) > 1})
             if dupes:

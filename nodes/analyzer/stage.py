@@ -369,6 +369,8 @@ def _export_reference(
             specs,
             layout.reference_dir,
             dumps=variant_dumps(spec_path, spec),
+            target=spec.targets[0],
+            cubin_targets=tuple(spec.targets),
             entry_symbol=spec.entry_symbol,
             **library_module(spec_path, spec),
         )

@@ -82,7 +82,6 @@ from toolchain.llm import (
     not_configured_result,
     port_prompt,
 )
-from toolchain.reference_export import CUBIN_TARGETS
 from toolchain.rust_export import RustExporter
 
 LLM_DIR: Final = "llm"
@@ -155,7 +154,8 @@ def run_fallback(
     prompt = port_prompt(analysis, reference_ir, partial, markdown_table(), context)
     (folder / PROMPT_FILE).write_text(prompt)
     with RustExporter() as exporter:
-        verifier = _Verifier(exporter, targets, references, out, folder)
+        gpus = tuple(load_port_spec(spec_path).targets)
+        verifier = _Verifier(exporter, targets, gpus, references, out, folder)
         result = llm_port(
             analysis,
             reference_ir,
@@ -328,12 +328,14 @@ class _Verifier:
         self,
         exporter: RustExporter,
         targets: list[PortTarget],
+        gpus: tuple[str, ...],
         references: Path,
         out: Path,
         folder: Path,
     ) -> None:
         self.exporter = exporter
         self.targets = targets
+        self.gpus = gpus  # the spec's targets: SASS compared on each
         self.references = references
         self.out = out
         self.folder = folder
@@ -416,7 +418,7 @@ class _Verifier:
                     args[target.label],
                     (self.references / f"{target.label}.mlir").read_text(),
                     self.references / f"{target.label}.bytecode",
-                    CUBIN_TARGETS,
+                    self.gpus,
                     kernel_rs.parent,
                     target.label,
                     target.variant,

@@ -72,7 +72,6 @@ from schemas.verdicts import KernelWriterVerdict
 from tileir.mlir import parse_module
 from toolchain.bytecode_dump import location_files
 from toolchain.reference_export import (
-    CUBIN_TARGETS,
     ReferenceExportError,
     export_with_dumps,
     library_module,
@@ -390,6 +389,7 @@ def _export(
         specs,
         out,
         dumps=dumps,
+        target=spec.targets[0],
         cubin_targets=(),  # verification assembles both sides itself, alike
         entry_symbol=spec.entry_symbol,
         **library_module(spec_path, spec),
@@ -1109,7 +1109,7 @@ class _Porter:
                             self.generic_args(item, check, plan),
                             reference_mlir,
                             reference_bytecode,
-                            CUBIN_TARGETS,
+                            tuple(self.spec.targets),
                             generated,
                             check.label,
                             item.variant,

@@ -42,7 +42,13 @@ def check_config(
     first target's export) and compare the SASS tileiras makes of both
     bytecodes with the same options (tileir.sass.compare_bytecodes)."""
     work.mkdir(parents=True, exist_ok=True)
-    base = dict(config=label, variant=variant, entry=entry, generic_args=generic_args)
+    base = dict(
+        config=label,
+        variant=variant,
+        entry=entry,
+        generic_args=generic_args,
+        required_targets=list(targets),
+    )
     results: list[TargetCheck] = []
     generated_ir: Path | None = None
     report = None

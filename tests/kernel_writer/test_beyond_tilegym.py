@@ -44,3 +44,13 @@ def test_a_compare_and_swap_ports(tmp_path: Path) -> None:
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert report.exact and report.sass_identical
     assert "atomic_cas_tko(" in (tmp_path / "kernel.rs").read_text()
+
+
+def test_block_scales_port_for_the_gpu_that_compiles_them(tmp_path: Path) -> None:
+    """float8_e8m0fnu scales widened to float32: cuTile compiles them for sm_100
+    only, which the spec names (`targets`); the port is proven there."""
+    report = port_kernel(FIXTURES / "scaled_rows.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.exact and report.sass_identical
+    assert {t.target for check in report.checks for t in check.targets} == {"sm_100"}
+    assert "f8e8m0fnu" in (tmp_path / "kernel.rs").read_text()
