@@ -54,3 +54,13 @@ def test_block_scales_port_for_the_gpu_that_compiles_them(tmp_path: Path) -> Non
     assert report.exact and report.sass_identical
     assert {t.target for check in report.checks for t in check.targets} == {"sm_100"}
     assert "f8e8m0fnu" in (tmp_path / "kernel.rs").read_text()
+
+
+def test_mixed_precision_ports_with_an_element_type_per_array(tmp_path: Path) -> None:
+    """float8 (or float16) inputs, a float32 accumulator and output: the inputs'
+    element type is the generic, the output keeps float32."""
+    report = port_kernel(FIXTURES / "mixed_mma.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.exact and report.sass_identical
+    kernel = (tmp_path / "kernel.rs").read_text()
+    assert "c: *mut f32" in kernel and "mmaf(" in kernel
