@@ -1,0 +1,117 @@
+"""What of the installed cuTile toolchain the kernel writer covers: every op of the
+`cuda_tile` dialect (the op list of cuda-tile's own bytecode encoder, the installed
+package, not a list typed here) and every dtype cuTile Python names, each with how
+a port gets it: the op table's cutile-rs construct (docs/OP_MAPPING.md), or not yet.
+
+    python -m nodes.kernel_writer.coverage > docs/DIALECT_COVERAGE.md
+
+tests/kernel_writer/test_coverage.py fails when the installed toolchain has an op or
+a dtype the committed table lacks, or the table no longer says what the code does."""
+
+from __future__ import annotations
+
+import re
+from typing import Final, get_args
+
+from nodes.kernel_writer.op_table import OP_TABLE
+from schemas.port_spec import DTypeName
+
+# Ops that are the structure a module is written in, not something a kernel body lifts.
+STRUCTURE: Final = {
+    "module": "the `#[cutile::module]` mod",
+    "entry": "the `#[cutile::entry()]` fn",
+    "global": "not emitted by cuTile Python kernels",
+    "get_global": "not emitted by cuTile Python kernels",
+}
+_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
+
+
+def dialect_name(encoder: str) -> str:
+    """The dialect's name of an op from its encoder's class name: `AtomicCASTko` is
+    `atomic_cas_tko`, `ShLI` is `shli`, `IToF` is `itof` (one- and two-capital
+    pieces are the type letters that the dialect writes without a separator)."""
+    words: list[str] = []
+    prefix = ""
+    for token in _TOKEN.findall(encoder):
+        if token.isupper() and len(token) < 3:
+            if words:
+                words[-1] += token.lower()
+            else:
+                prefix += token.lower()
+            continue
+        words.append(prefix + token.lower())
+        prefix = ""
+    return "_".join(words)
+
+
+def dialect_ops() -> list[str]:
+    """Every op the installed cuda-tile can write to bytecode, by its dialect name."""
+    from cuda.tile._bytecode import encodings
+
+    found = (name.removeprefix("encode_").removesuffix("Op") for name in dir(encodings))
+    return sorted(
+        dialect_name(name)
+        for name in found
+        if f"encode_{name}Op" in dir(encodings) and name[:1].isupper()
+    )
+
+
+def cutile_dtypes() -> list[str]:
+    """Every dtype cuTile Python names (`ct.float8_e8m0fnu`, ...)."""
+    import cuda.tile as ct
+
+    return sorted(name for name in dir(ct) if isinstance(getattr(ct, name), ct.DType))
+
+
+def op_rows() -> list[tuple[str, str]]:
+    mapped = {entry.op: entry for entry in OP_TABLE}
+    rows = []
+    for op in dialect_ops():
+        if op in mapped:
+            gaps = f" (gaps {', '.join(mapped[op].gaps)})" if mapped[op].gaps else ""
+            rows.append((op, f"ported: {mapped[op].rust.replace('|', '/')}{gaps}"))
+        elif op in STRUCTURE:
+            rows.append((op, f"structure: {STRUCTURE[op]}"))
+        else:
+            rows.append((op, "not yet: a kernel using it is BLOCKED, naming the op"))
+    return rows
+
+
+def dtype_rows() -> list[tuple[str, str]]:
+    spec = set(get_args(DTypeName))
+    return [  # cuTile spells bool `bool_`
+        (name, "a spec dtype" if name.rstrip("_") in spec else "not yet a spec dtype")
+        for name in cutile_dtypes()
+    ]
+
+
+def markdown() -> str:
+    ops = op_rows()
+    ported = sum(status.startswith("ported") for _, status in ops)
+    dtypes = dtype_rows()
+    lines = [
+        "# Dialect coverage: every cuda_tile op and cuTile dtype",
+        "",
+        "Printed by `python -m nodes.kernel_writer.coverage` from the installed cuda-tile",
+        "(its bytecode encoder's op list and cuTile Python's dtypes) and the kernel",
+        "writer's op table; `tests/kernel_writer/test_coverage.py` fails when they and",
+        "this page differ. Each ported op has a probe kernel that compiles to it and a",
+        "lift test (docs/OP_MAPPING.md).",
+        "",
+        f"Ops: {ported} of {len(ops)} ported.",
+        "",
+        "| op | how a port gets it |",
+        "|---|---|",
+        *(f"| `{op}` | {status} |" for op, status in ops),
+        "",
+        f"Dtypes: {sum(s == 'a spec dtype' for _, s in dtypes)} of {len(dtypes)} spec dtypes.",
+        "",
+        "| dtype | |",
+        "|---|---|",
+        *(f"| `{name}` | {status} |" for name, status in dtypes),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -1,0 +1,44 @@
+"""docs/DIALECT_COVERAGE.md is what the installed toolchain and the op table say:
+a new op or dtype of an upgraded cuda-tile, or a change to the op table, fails here
+until the page is printed again (`python -m nodes.kernel_writer.coverage`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodes.kernel_writer.coverage import dialect_name, dialect_ops, markdown
+from nodes.kernel_writer.op_table import OP_TABLE
+from toolchain.env import REPO_ROOT
+
+PAGE = REPO_ROOT / "docs" / "DIALECT_COVERAGE.md"
+
+
+def test_the_committed_page_is_what_the_toolchain_and_op_table_say() -> None:
+    assert PAGE.read_text() == markdown(), (
+        "docs/DIALECT_COVERAGE.md is stale: run "
+        "`python -m nodes.kernel_writer.coverage > docs/DIALECT_COVERAGE.md`"
+    )
+
+
+def test_every_mapped_op_is_an_op_of_the_installed_dialect() -> None:
+    ops = set(dialect_ops())
+    assert [entry.op for entry in OP_TABLE if entry.op not in ops] == []
+
+
+@pytest.mark.parametrize(
+    ("encoder", "name"),
+    [
+        ("AtomicCASTko", "atomic_cas_tko"),
+        ("ShLI", "shli"),
+        ("IToF", "itof"),
+        ("XOrI", "xori"),
+        ("CosH", "cosh"),
+        ("FPowF", "fpowf"),
+        ("MmaFScaled", "mmaf_scaled"),
+        ("GetTileBlockId", "get_tile_block_id"),
+        ("PtrToInt", "ptr_to_int"),
+        ("Exp2", "exp2"),
+    ],
+)
+def test_encoder_class_names_become_the_dialects_op_names(encoder: str, name: str) -> None:
+    assert dialect_name(encoder) == name
