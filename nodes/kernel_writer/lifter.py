@@ -128,9 +128,11 @@ REDUCE_HELPERS = {
     "minf": "reduce_min",
     "mini": "reduce_min",
 }
-UNARY_MATH = frozenset({"negf", "absf", "log", "log2", "sin", "cos", "floor", "ceil"})
+UNARY_MATH = frozenset(
+    {"negf", "absf", "absi", "log", "log2", "sin", "cos", "tan", "sinh", "cosh", "floor", "ceil"}
+)
 # Binary ops with no attributes, written in their function form (`fpowf(x, y)`).
-BINARY_MATH = frozenset({"fpowf"})
+BINARY_MATH = frozenset({"fpowf", "remf"})
 FTZ_UNARY = frozenset({"exp2", "rsqrt"})
 OP_NAMES = {
     "cat": "joined",

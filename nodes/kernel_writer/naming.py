@@ -317,7 +317,6 @@ NEVER_CALLED = frozenset(
         "reshape",
         "scan",
         "store",
-        "tan",
         "transpose",
         "unpack",
         "value",

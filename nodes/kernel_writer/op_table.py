@@ -172,6 +172,7 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_ints(r"remi .* signed : tile<64xi32>"), _ints(r"remi .* unsigned : tile<64xi32>")),
         "operator",
     ),
+    OpMapping("absi", "absi(x)", "none", (_ints(r"absi .* : tile<64xi32>"),)),
     OpMapping(
         "mini",
         "min(a, b) on scalars; mini(a, b) on tiles",
@@ -333,6 +334,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_floats(r"exp2 .* flush_to_zero"), _floats(rf"exp2 {V} : tile<128xf32>")),
     ),
     OpMapping("log", "log(x)", "none", (_floats(r"= log .* : tile<128xf32>"),)),
+    *(
+        OpMapping(name, f"{name}(x)", "none", (_floats(rf"= {name} {V} : tile<128xf32>"),))
+        for name in ("sin", "cos", "tan", "sinh", "cosh", "floor", "ceil")
+    ),
+    OpMapping(
+        "remf", "remf(a, b) (`a % b` on floats)", "none", (_floats(r"remf .* : tile<128xf32>"),)
+    ),
     OpMapping(
         "fpowf",
         "fpowf(x, y) (`x ** y`; cutile-rs marks it unsafe: Tile IR's power domain)",

@@ -64,3 +64,13 @@ def test_mixed_precision_ports_with_an_element_type_per_array(tmp_path: Path) ->
     assert report.exact and report.sass_identical
     kernel = (tmp_path / "kernel.rs").read_text()
     assert "c: *mut f32" in kernel and "mmaf(" in kernel
+
+
+def test_the_math_functions_port(tmp_path: Path) -> None:
+    """sin, cos, tan, sinh, cosh, floor, ceil, a float `%` (remf) and an integer
+    abs (absi), on float32 and float16."""
+    report = port_kernel(FIXTURES / "math_mix.port.yaml", tmp_path)
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.exact and report.sass_identical
+    kernel = (tmp_path / "kernel.rs").read_text()
+    assert all(f"{op}(" in kernel for op in ("sinh", "remf", "absi"))
