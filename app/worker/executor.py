@@ -65,8 +65,8 @@ def spawn_job(settings: Settings, claim: queue.Claim) -> subprocess.Popen[bytes]
     return child
 
 
-def process_tree(root: int) -> list[int]:
-    """`root` and every process below it, sandboxed steps included (from /proc)."""
+def process_children() -> dict[int, list[int]]:
+    """Every process's children, by parent pid (from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -78,6 +78,12 @@ def process_tree(root: int) -> list[int]:
         # The command name may hold spaces and parentheses: the fields follow the last ')'.
         parent = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(parent, []).append(int(entry.name))
+    return children
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it, sandboxed steps included."""
+    children = process_children()
     found, pending = [], [root]
     while pending:
         pid = pending.pop()

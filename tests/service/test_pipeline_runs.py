@@ -34,6 +34,7 @@ from app.conversions import run_dir
 from app.github.report import notifier
 from app.storage.models import Artifact, Event, StageExecution
 from app.worker.checkpoints import open_checkpointer
+from app.worker.executor import process_children
 from app.worker.pool import WorkerPool
 from schemas.gpu import LibraryManifest
 from schemas.pipeline import RunSummary
@@ -171,18 +172,7 @@ def worker_process(context: ServiceContext, log: Path) -> subprocess.Popen[bytes
 
 
 def job_children(worker: subprocess.Popen[bytes]) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == worker.pid:
-            found.append(int(entry.name))
-    return found
+    return process_children().get(worker.pid, [])
 
 
 def test_a_killed_worker_resumes_without_repeating_a_stage(
