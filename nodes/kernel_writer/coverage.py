@@ -48,11 +48,11 @@ def dialect_ops() -> list[str]:
     """Every op the installed cuda-tile can write to bytecode, by its dialect name."""
     from cuda.tile._bytecode import encodings
 
-    found = (name.removeprefix("encode_").removesuffix("Op") for name in dir(encodings))
+    encoder = re.compile(r"encode_([A-Z]\w*)Op")
     return sorted(
-        dialect_name(name)
-        for name in found
-        if f"encode_{name}Op" in dir(encodings) and name[:1].isupper()
+        dialect_name(found.group(1))
+        for found in map(encoder.fullmatch, dir(encodings))
+        if found is not None
     )
 
 

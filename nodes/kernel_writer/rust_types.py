@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.port_spec import ITEMSIZE
 from tileir.types import TileType, parse_tile
 
 FLOAT_ELEMENTS = {
@@ -44,26 +45,9 @@ DTYPE_ELEMENTS = {
     "float8_e8m0fnu": "f8e8m0fnu",
 }
 
-# Bytes per element of every dtype an array (and so a dtype generic `E`) can have.
-DTYPE_BYTES = {
-    "bool": 1,
-    "int8": 1,
-    "int16": 2,
-    "int32": 4,
-    "int64": 8,
-    "uint8": 1,
-    "uint16": 2,
-    "uint32": 4,
-    "uint64": 8,
-    "float16": 2,
-    "bfloat16": 2,
-    "float32": 4,
-    "float64": 8,
-    "tfloat32": 4,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "float8_e8m0fnu": 1,
-}
+# Bytes per element of every dtype an array (and so a dtype generic `E`) can have:
+# the port spec's own table.
+DTYPE_BYTES = ITEMSIZE
 # The const generic spelling `E`'s size where the IR states it (a gathered
 # pointer's alignment).
 ELEMENT_BYTES_GENERIC = "E_BYTES"
