@@ -1,13 +1,17 @@
-"""Generates the Rust C-ABI launcher (`ffi/<op>.rs`) of one operator from its binding.
+"""The one launcher generator: the Rust that launches a port's entries.
 
-The template (`templates/operator.rs.j2`) fixes the shape every launcher has;
-this module fills it: descriptor checks and dimension binding, per variant the
-dispatch condition, constants, dtype checks, assumed divisibilities, grid and
-generic arguments, and the launch of the variant's entry as the kernel writer
-proved it (`rt::ProvenEntry`: no launch-time divisibility hint of cutile-rs's
-launcher, docs/UPSTREAM_GAPS.md G17). A
-list of arrays is a `ListArg` (`rt::list_arg`): its elements are checked like
-arrays, and its table is written on the stream right before the launch.
+Every C ABI a port ships with launches the same way, written once here: the
+entry's `ProvenEntry` (`proven_entry_static`), its generic arguments
+(`generic_argument`: constants, derived values, launch facts, element type) and its
+parameters in order through proven.rs (`proven_launch`: no launch-time divisibility
+hint of cutile-rs's launcher, docs/UPSTREAM_GAPS.md G17). An ABI says only how its
+launcher reads what it was given (`LaunchOperands`): tileport's library ABI here
+(`generate_operator_rs`, `ffi/<op>.rs`: descriptors, the dispatch condition,
+constants and grid derived from the spec, one `check`/`derive`/`launch` per
+operator in `templates/operator.rs.j2`), TileGym's `ct.launch`-shaped symbols in
+`tilegym_ffi.py`. A list of arrays is a `ListArg` (`rt::list_arg`): its elements
+are checked like arrays, and its table is written on the stream right before the
+launch.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -33,6 +38,68 @@ from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Varia
 from schemas.spec_expr import names_in
 
 TEMPLATES = Path(__file__).parent / "templates"
+
+
+class LaunchOperands(Protocol):
+    """How one ABI's launcher reads what a launch is made of, each as a Rust
+    expression; the launch itself is `generic_argument` and `proven_launch`."""
+
+    generic: str  # how the launcher names proven.rs's `Generic`
+
+    def element(self, array: str) -> str:
+        """The array's element type, as its ABI's `Generic::Element` takes it."""
+        ...
+
+    def itemsize(self, array: str) -> str:
+        """The array's bytes per element (i64)."""
+        ...
+
+    def fact(self, rule: GenericRule) -> str:
+        """The launch fact cuTile Python states for an array (`binding.fact_value`),
+        as an i64 computed by tileport's `spec_arith` rules."""
+        ...
+
+    def integer_generic(self, value: str, name: str) -> str:
+        """An i64 value for an `i32` generic, checked to fit (never truncated)."""
+        ...
+
+    def constant(self, name: str) -> str:
+        """The value of one of the launch's constants (i64 or bool)."""
+        ...
+
+    def parameter(self, source: ParamSource) -> str:
+        """What one entry parameter receives, of the entry's type."""
+        ...
+
+
+def generic_argument(
+    rule: GenericRule, operands: LaunchOperands, derived: Callable[[str], str]
+) -> str:
+    """One generic argument of an entry at launch; `derived` writes a spec
+    expression over the launch's constants as an i64."""
+    generic = operands.generic
+    if rule.kind == "derived" and rule.expression is not None:
+        value = operands.integer_generic(derived(rule.expression), rule.name)
+        return f"{generic}::Int({value})"
+    if rule.kind == "element":
+        return f"{generic}::Element({operands.element(rule.arrays[0])})"
+    if rule.kind == "element_bytes":
+        return f"{generic}::Int({operands.itemsize(rule.arrays[0])})"
+    if rule.kind == "fact" and rule.array is not None and rule.extent is not None:
+        return f"{generic}::Int({operands.fact(rule)})"
+    if rule.kind != "constant" or rule.constant is None:
+        raise BindingError(f"generic {rule.name} ({rule.kind}) has no launch value")
+    value = operands.constant(rule.constant)
+    if rule.const_type == "bool":
+        return f"{generic}::Bool({value})"
+    if rule.const_type == "i32":
+        return f"{generic}::Int({operands.integer_generic(value, rule.name)})"
+    if rule.const_type == "i64":
+        return f"{generic}::Int({value})"
+    raise BindingError(
+        f"const generic {rule.name} has type {rule.const_type}; the launchers pass i32, i64 or bool"
+    )
+
 
 _INT_SCALARS = {DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8, DType.UINT16}
 _WIDE_SCALARS = {DType.UINT32, DType.UINT64}
@@ -65,6 +132,60 @@ def _scalar_variable(name: str, dtype: DType, prefix: str, names: list[str]) -> 
     return Variable(f"f64::from({field})", Kind.FLOAT)
 
 
+class _LibraryOperands:
+    """tileport's library ABI: the launch reads `args` (`TensorArg`s and `ListArg`s,
+    the caller's scalars) and the constants `derive` computed (`c_<name>`)."""
+
+    generic = "Generic"
+
+    def __init__(self, lists: set[str], scalar_names: list[str]) -> None:
+        self.lists = lists
+        self.scalar_names = scalar_names
+
+    def tensor_ref(self, array: str) -> str:
+        """A `&TensorArg` of the array; a list's first element (all share its dtype)."""
+        return f"args.{array}.first()" if array in self.lists else f"&args.{array}"
+
+    def element(self, array: str) -> str:
+        return f"args.{array}.dtype"
+
+    def itemsize(self, array: str) -> str:
+        return f"({self.tensor_ref(array)}).dtype.itemsize()"
+
+    def fact(self, rule: GenericRule) -> str:
+        array = f"args.{rule.array}"
+        if rule.array in self.lists:  # a list's fact is the weakest over its elements
+            if rule.extent is ExtentKind.ADDRESS:
+                return f"{array}.address_fact()"
+            method = "shape_fact" if rule.extent is ExtentKind.SHAPE else "stride_fact"
+            return f"{array}.{method}({rule.dim})"
+        if rule.extent is ExtentKind.ADDRESS:
+            return f"rt::address_fact({array}.data)"
+        if rule.extent is ExtentKind.SHAPE:
+            return f"rt::shape_fact({array}.dim({rule.dim}))"
+        return f"rt::stride_fact({array}.stride({rule.dim}), {array}.dtype.itemsize())"
+
+    def integer_generic(self, value: str, name: str) -> str:
+        return f'i64::from(rt::to_i32({value}, "{name}")?)'
+
+    def constant(self, name: str) -> str:
+        return _const_var(name)
+
+    def parameter(self, source: ParamSource) -> str:
+        if source.kind == "table":
+            return f"args.{source.array}.table.data"
+        if source.kind == "length":
+            return f"args.{source.array}.len_i32()"
+        if source.kind == "pointer":
+            return f"args.{source.array}.data"
+        if source.kind == "shape":
+            return f"args.{source.array}.shape_i32({source.dim})"
+        if source.kind == "stride":
+            return f"args.{source.array}.stride_i32({source.dim})"
+        field = f"args.{_scalar_field(source.scalar or '', self.scalar_names)}"
+        return f"{field} as {source.reinterpret}" if source.reinterpret else field
+
+
 class _Generator:
     def __init__(self, binding: OperatorBinding) -> None:
         self.binding = binding
@@ -88,6 +209,7 @@ class _Generator:
         self.base_vars["num_sms"] = Variable("num_sms", Kind.INT)
         self.imports = {"self as rt", "AbiResult", "Generic", "TensorArg"}
         self.scalar_names = [s.name for s in binding.scalars]
+        self.operands = _LibraryOperands(self.lists, self.scalar_names)
 
     # -- check(): descriptors and dimensions ----------------------------------------
 
@@ -211,8 +333,12 @@ class _Generator:
         grid = ", ".join(self._expr(Transpiler(variables), g, Kind.INT) for g in variant.grid)
         body.append(f"let grid = [{grid}];")
         body.append("rt::launch_grid(grid)?;")
+        transpiler = Transpiler(variables)
         generics = ", ".join(
-            self._generic_code(variant, rule, Transpiler(variables)) for rule in variant.generics
+            generic_argument(
+                rule, self.operands, lambda text: self._expr(transpiler, text, Kind.INT)
+            )
+            for rule in variant.generics
         )
         body.append(f"let generics = vec![{generics}];")
         if not variant.literals:
@@ -244,13 +370,9 @@ class _Generator:
             lines.append(f"args.{array}.require_dtype(&[{listed}])?;")
         for rule in variant.generics:
             if rule.kind == "element" and len(rule.arrays) > 1:
-                refs = ", ".join(self._tensor_ref(a) for a in rule.arrays)
+                refs = ", ".join(self.operands.tensor_ref(a) for a in rule.arrays)
                 lines.append(f'rt::require_same_dtype(&[{refs}], "{rule.name}")?;')
         return lines
-
-    def _tensor_ref(self, array: str) -> str:
-        """A `&TensorArg` of the array; a list's first element (all share its dtype)."""
-        return f"args.{array}.first()" if array in self.lists else f"&args.{array}"
 
     def _precondition_line(self, pre: Precondition) -> str:
         if pre.kind == "address":
@@ -262,46 +384,6 @@ class _Generator:
         self.imports.add("Extent")
         extent = "Extent::Shape" if pre.kind == "shape" else "Extent::Stride"
         return f"args.{pre.array}.require_divisible({extent}, {pre.dim}, {pre.divisor})?;"
-
-    def _generic_code(
-        self, variant: VariantBinding, rule: GenericRule, transpiler: Transpiler
-    ) -> str:
-        if rule.kind == "derived" and rule.expression is not None:
-            value = self._expr(transpiler, rule.expression, Kind.INT)
-            return f'Generic::Int(i64::from(rt::to_i32({value}, "{rule.name}")?))'
-        if rule.kind == "element":
-            return f"Generic::Element(args.{rule.arrays[0]}.dtype)"
-        if rule.kind == "element_bytes":
-            return f"Generic::Int(({self._tensor_ref(rule.arrays[0])}).dtype.itemsize())"
-        if rule.kind == "fact" and rule.array in self.lists:
-            # A list's fact is the weakest over its elements.
-            array = f"args.{rule.array}"
-            if rule.extent is ExtentKind.ADDRESS:
-                return f"Generic::Int({array}.address_fact())"
-            method = "shape_fact" if rule.extent is ExtentKind.SHAPE else "stride_fact"
-            return f"Generic::Int({array}.{method}({rule.dim}))"
-        if rule.kind == "fact":
-            array = f"args.{rule.array}"
-            if rule.extent is ExtentKind.ADDRESS:
-                return f"Generic::Int(rt::address_fact({array}.data))"
-            if rule.extent is ExtentKind.SHAPE:
-                return f"Generic::Int(rt::shape_fact({array}.dim({rule.dim})))"
-            return (
-                f"Generic::Int(rt::stride_fact({array}.stride({rule.dim}), "
-                f"{array}.dtype.itemsize()))"
-            )
-        assert rule.constant is not None
-        value = _const_var(rule.constant)
-        if rule.const_type == "bool":
-            return f"Generic::Bool({value})"
-        if rule.const_type == "i32":
-            return f'Generic::Int(i64::from(rt::to_i32({value}, "{rule.name}")?))'
-        if rule.const_type == "i64":
-            return f"Generic::Int({value})"
-        raise BindingError(
-            f"{variant.entry}: const generic {rule.name} has type {rule.const_type}; "
-            "the launcher passes i32, i64 or bool"
-        )
 
     # -- launch(): one arm per variant ---------------------------------------------------
 
@@ -316,23 +398,11 @@ class _Generator:
         lines = [
             "// SAFETY: the entry's parameters in order, each of its type; the descriptors",
             "// passed every check and their memory is the caller's.",
-            *proven_launch("rt", variant, self._argument, "&derived.generics", "grid", "device"),
+            *proven_launch(
+                "rt", variant, self.operands.parameter, "&derived.generics", "grid", "device"
+            ),
         ]
         return f"        {variant.index} => {{\n{_indent(chr(10).join(lines), 12)}\n        }}"
-
-    def _argument(self, source: ParamSource) -> str:
-        if source.kind == "table":
-            return f"args.{source.array}.table.data"
-        if source.kind == "length":
-            return f"args.{source.array}.len_i32()"
-        if source.kind == "pointer":
-            return f"args.{source.array}.data"
-        if source.kind == "shape":
-            return f"args.{source.array}.shape_i32({source.dim})"
-        if source.kind == "stride":
-            return f"args.{source.array}.stride_i32({source.dim})"
-        field = f"args.{_scalar_field(source.scalar or '', self.scalar_names)}"
-        return f"{field} as {source.reinterpret}" if source.reinterpret else field
 
     def table_writes(self) -> list[str]:
         """One call writing every list's table (none without lists): the stream's

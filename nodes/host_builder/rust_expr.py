@@ -7,7 +7,7 @@ variables; integer arithmetic goes through the checked helpers of
 `kernels_rs/ported/src/ffi/spec_arith.rs` (`rt::add(a, b)?`, `rt::floordiv(a, b)?`,
 ...), so an overflow or a division by zero refuses the launch, never wraps around
 or panics. It is the one emitter of spec expressions: the pipeline's launchers
-and the TileGym delivery's (`nodes/tilegym_backend/ffi_rs.py`) both use it.
+and the TileGym delivery's (`nodes/host_builder/tilegym_ffi.py`) both use it.
 """
 
 from __future__ import annotations

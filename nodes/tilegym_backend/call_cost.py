@@ -26,7 +26,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from nodes.tilegym_backend.op_source import LAUNCH
+from nodes.host_builder.tilegym_wrapper import LAUNCH
 from nodes.tilegym_backend.sweep import NO_GPU, call_inputs, draw_call, public_op, read_signature
 from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import CallCost, CallCostReport

@@ -15,6 +15,8 @@ import builtins
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodes.host_builder.tilegym_wrapper import LAUNCH
+
 CUTILE_OPS = Path("tilegym/ops/cutile")
 
 
@@ -244,9 +246,6 @@ def _is_local(module: OpModule, name: str) -> bool:
         if isinstance(node, ast.ExceptHandler) and node.name == name:
             return True
     return False
-
-
-LAUNCH = "_launch"  # what a routed `ct.launch` calls in the written module
 
 
 def _rewritten(lines: list[str], code: list[ast.stmt], registered: ast.FunctionDef) -> list[str]:

@@ -2,9 +2,10 @@
 
 For one op: its cutile module(s) and the kernels recorded for them, a port spec
 per kernel from the records, the kernel writer's port of each (every one must be
-COMPILED), then the op's files in the checkout — `<op>_kernel/{kernel.rs, ffi.rs}`,
-the crate's `mod <op>`, the wrapper `<op>.py`, its import, and "cutile-rs" in the
-op's test backends — and `git diff` of them against HEAD.
+COMPILED), the host stage's TileGym layout of them (`host_builder.tilegym_layout`:
+`<op>_kernel/{kernel.rs, ffi.rs}` and the wrapper `<op>.py`), registered in the
+checkout (the crate's `mod <op>`, the wrapper's import, "cutile-rs" in the op's test
+backends), and `git diff` of them against HEAD.
 
 Nothing is written unless every step succeeded, files with local changes are
 never touched, and a run that would write what is already there changes nothing.
@@ -13,18 +14,20 @@ never touched, and a run that would write what is already there changes nothing.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.host_builder.binding import BindingError, bind_operator
-from nodes.host_builder.rust_entry import RustSourceError, parse_kernel_source
-from nodes.host_builder.stage import StageFailure, writer_entries
+from nodes.host_builder.binding import BindingError
+from nodes.host_builder.rust_entry import RustSourceError
+from nodes.host_builder.stage import StageFailure
+from nodes.host_builder.tilegym_ffi import FfiError
+from nodes.host_builder.tilegym_kernel import KernelRsError
+from nodes.host_builder.tilegym_layout import ProvenPort, op_layout
+from nodes.host_builder.tilegym_wrapper import MARKER
 from nodes.kernel_writer.stage import port_kernel
 from nodes.spec_writer.writer import WrittenSpec, read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
     CRATE_LIB,
     CUTILE_RS,
-    MARKER,
     PACKAGE_INIT,
     TILEPORT_MODULES,
     CheckoutError,
@@ -39,15 +42,6 @@ from nodes.tilegym_backend.checkout import (
     with_tileport_modules,
 )
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate
-from nodes.tilegym_backend.ffi_rs import (
-    FfiError,
-    c_parameters,
-    kernel_stem,
-    render_ffi,
-    render_file,
-    symbol,
-)
-from nodes.tilegym_backend.kernel_rs import KernelRsError, adapt_kernel, kernel_file, module_name
 from nodes.tilegym_backend.op_source import (
     HostCode,
     OpModule,
@@ -55,14 +49,13 @@ from nodes.tilegym_backend.op_source import (
     find_op,
     host_code,
 )
-from nodes.tilegym_backend.wrapper_py import PortFfi, render_wrapper
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
-from schemas.port_spec import PortSpecError, kernel_parameter_order, load_port_spec
+from schemas.port_spec import PortSpecError
 from schemas.tilegym_backend import AddOutcome, AddResult, KernelPort
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.rust_export import ExporterUnavailable
-from toolchain.rustfmt import RustfmtError, format_rust
+from toolchain.rustfmt import RustfmtError
 
 SOURCE_ROOT = Path("src")
 SPEC_COPY = "spec.port.yaml"  # the spec a kept port was made from, beside its report
@@ -72,14 +65,7 @@ class Refused(Exception):
     """The op is not added; the message says why."""
 
 
-@dataclass(frozen=True)
-class _Port:
-    spec_path: Path
-    out: Path
-    report: PortReport
-
-
-def _port(spec_path: Path, ports: Path) -> _Port:
+def _port(spec_path: Path, ports: Path) -> ProvenPort:
     """The kernel writer's port of one spec; one kept in `ports` from the same spec
     text is taken as it is."""
     out = ports / spec_path.name.removesuffix(".port.yaml")
@@ -90,7 +76,7 @@ def _port(spec_path: Path, ports: Path) -> _Port:
         port_kernel(spec_path, out)
         kept.write_text(text, encoding="utf-8")
     report = PortReport.model_validate_json((out / REPORT_FILE).read_text(encoding="utf-8"))
-    return _Port(spec_path, out, report)
+    return ProvenPort(spec_path, out, report)
 
 
 def _only_module(op: str, modules: list[OpModule]) -> OpModule:
@@ -124,7 +110,7 @@ def _ports(
     records: list[LaunchRecord],
     signatures: list[Path],
     work: Path,
-) -> list[_Port]:
+) -> list[ProvenPort]:
     if not kernels:
         raise Refused(f"{module.function.name} in {module.path} launches no @ct.kernel")
     mine = [r for r in records if Path(r.file) == module.path and r.kernel in kernels]
@@ -138,7 +124,7 @@ def _ports(
     for path in signatures:
         hints.update(read_signature_hints(path))
 
-    def ported(literal: dict[tuple[str, str], list[str]]) -> list[tuple[WrittenSpec, _Port]]:
+    def ported(literal: dict[tuple[str, str], list[str]]) -> list[tuple[WrittenSpec, ProvenPort]]:
         # Every class a call through tilegym.ops can launch, not only the recorded.
         written, problems = write_specs(
             mine, checkout / SOURCE_ROOT, work / "specs", hints, literal, widen=True
@@ -160,70 +146,18 @@ def _ports(
     return [port for _, port in (ported(literal) if literal else first)]
 
 
-@dataclass(frozen=True)
-class _Delivered:
-    """One kernel's port as the op's files hold it."""
-
-    module_text: str
-    module: str
-    entries: list[str]
-    ffi: str
-    port: PortFfi
-
-
-def _deliver(op: str, port: _Port, kernels: int, source: str) -> _Delivered:
-    spec = load_port_spec(port.spec_path)
-    stem = kernel_stem(op, spec.kernel) if kernels > 1 else None
-    module = module_name(op, stem)
-    lifted = (port.out / (port.report.kernel_rs or "kernel.rs")).read_text(encoding="utf-8")
-    text = adapt_kernel(module, lifted, port.report, source)
-    placed = port.out / "tilegym_kernel.rs"
-    placed.write_text(format_rust(text), encoding="utf-8")
-    entries = writer_entries(port.report)
-    binding = bind_operator(
-        spec,
-        port.spec_path,
-        parse_kernel_source(placed),
-        module,
-        entries.by_variant,
-        entries.literal,
-    )
-    params = c_parameters(spec, kernel_parameter_order(spec, port.spec_path))
-    sym = symbol(op, spec.kernel, kernels)
-    hints = spec.variants[0].hints
-    chosen = hints.model_dump(exclude_none=True) if hints else {}
-    return _Delivered(
-        module_text=text,
-        module=module,
-        entries=[v.entry for v in binding.variants],
-        ffi=render_ffi(sym, spec, params, binding, module, source),
-        port=PortFfi(
-            kernel=spec.kernel,
-            symbol=sym,
-            parameters=tuple(params),
-            ranks=tuple((name, array.rank) for name, array in spec.arrays.items()),
-            num_ctas=chosen.get("num_ctas"),
-            occupancy=chosen.get("occupancy"),
-        ),
-    )
-
-
 def _texts(
-    checkout: Path, files: OpFiles, module: OpModule, host: HostCode, ports: list[_Port]
+    checkout: Path, files: OpFiles, module: OpModule, host: HostCode, ports: list[ProvenPort]
 ) -> dict[Path, str]:
     """The new text of every file the op touches."""
     op = files.op
-    source = str(module.path)
-    delivered = [_deliver(op, p, len(ports), source) for p in ports]
+    layout = op_layout(op, str(module.path), host.imports, host.body, ports)
     current = {p: (checkout / p).read_text(encoding="utf-8") for p in (CRATE_LIB, PACKAGE_INIT)}
     test = (checkout / files.test).read_text(encoding="utf-8")
-    ffi = render_file(
-        op, [d.ffi for d in delivered], {d.module: d.entries for d in delivered}, source
-    )
     texts = {
-        files.kernel_rs: format_rust(kernel_file(op, [d.module_text for d in delivered])),
-        files.ffi_rs: format_rust(ffi),
-        files.wrapper: render_wrapper(op, source, host, [d.port for d in delivered]),
+        files.kernel_rs: layout.kernel_rs,
+        files.ffi_rs: layout.ffi_rs,
+        files.wrapper: layout.wrapper,
         CRATE_LIB: with_module(with_tileport_modules(current[CRATE_LIB]), op),
         **{path: source.read_text(encoding="utf-8") for path, source in TILEPORT_MODULES.items()},
         PACKAGE_INIT: with_import(current[PACKAGE_INIT], op),

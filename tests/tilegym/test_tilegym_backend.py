@@ -18,11 +18,11 @@ import pytest
 from app.cli import main as tileport
 from nodes.host_builder.binding import VariantBinding
 from nodes.host_builder.rust_expr import Kind, Variable
+from nodes.host_builder.tilegym_ffi import FfiError, SpecExpr, _checked_extent, _condition
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
-from nodes.tilegym_backend.ffi_rs import FfiError, SpecExpr, _checked_extent, _condition
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
 from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
@@ -561,3 +561,5 @@ def _relu_serves_what_no_record_holds(library: Path) -> None:
     assert call(f32, f16, 1001, 512) == invalid_args  # mixed dtypes: not ct.launch's
     assert call(i32, i32, 1001, 512) == unsupported_dtype  # relu's host takes floats
     assert call(f32, f32, 1001, 512, stride=2) == invalid_args  # read as contiguous
+    # An extent past the kernel's i32 is refused, never truncated to a small one.
+    assert call(f32, f32, (1 << 32) + 1001, 512) == invalid_args

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 from cffi import FFI
 
-from nodes.tilegym_backend.op_source import HostCode
-from nodes.tilegym_backend.wrapper_py import PortFfi, render_wrapper
+from nodes.host_builder.tilegym_wrapper import PortFfi, render_wrapper
 from toolchain.env import REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
@@ -135,7 +134,7 @@ class _Recording:
             + "\nextern int64_t seen[32]; extern double seen_eps; extern int32_t next_rc;"
         )
         self.lib = ffi.dlopen(str(library))
-        wrapper = render_wrapper("k", "k.py", HostCode(imports=[], body="", kernels=["_k"]), [PORT])
+        wrapper = render_wrapper("k", "k.py", [], "", [PORT])
         self.module = _namespace(
             wrapper,
             {

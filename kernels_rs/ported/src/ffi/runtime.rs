@@ -250,7 +250,7 @@ fn check_fits_i32(
     value: i64,
     status: Status,
 ) -> AbiResult<()> {
-    if value < 0 || value > i64::from(i32::MAX) {
+    if !fits_kernel_i32(value) {
         return fail(
             status,
             format!("`{label}.{what}[{dim}]` = {value} is outside 0..=i32::MAX"),
@@ -671,18 +671,6 @@ impl From<ExprError> for AbiError {
     }
 }
 
-/// A derived value passed to an `i32` kernel parameter or generic.
-pub fn to_i32(value: i64, what: &str) -> AbiResult<i32> {
-    i32::try_from(value).map_or_else(
-        |_| {
-            fail(
-                Status::BadShape,
-                format!("{what} = {value} does not fit the kernel's i32"),
-            )
-        },
-        Ok,
-    )
-}
 
 // --- generics, grid and plan -----------------------------------------------------------
 

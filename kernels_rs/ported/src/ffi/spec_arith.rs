@@ -134,6 +134,19 @@ pub fn true_div(a: f64, b: f64) -> ExprResult<f64> {
     Ok(a / b)
 }
 
+/// A derived value passed to an `i32` kernel parameter or generic; one that does not
+/// fit is refused, never truncated.
+pub fn to_i32(value: i64, what: &str) -> ExprResult<i32> {
+    i32::try_from(value)
+        .map_err(|_| ExprError(format!("{what} = {value} does not fit the kernel's i32")))
+}
+
+/// Whether an extent or stride fits what a kernel takes it as: cuTile's kernels
+/// index with `i32`, and an extent or a stride is never negative.
+pub fn fits_kernel_i32(value: i64) -> bool {
+    (0..=i64::from(i32::MAX)).contains(&value)
+}
+
 /// The alignment, in bytes, behind every launch fact of cuTile Python: the one
 /// place the launchers hold it (`FACT_ALIGNMENT` in `nodes/host_builder/binding.py`
 /// is the Python side's).

@@ -1,6 +1,6 @@
-"""TileGym's `<op>_kernel/ffi.rs` for an op's ports: one C symbol per kernel in the
-style of the crate's own ops (descriptors in, `crate::ffi_util` macros, one
-`dispatch!` arm per element type).
+"""The host stage's TileGym layout, its launcher: `<op>_kernel/ffi.rs` for an op's
+ports, one C symbol per kernel in the style of the crate's own ops (descriptors in,
+`crate::ffi_util`'s return codes and dtype helpers).
 
 A symbol takes what `ct.launch` takes: every kernel argument in the kernel's
 order (a tensor as its address, dtype code, extents and strides:
@@ -10,7 +10,9 @@ the constants an entry was specialised to), checks what that entry assumes
 (dtypes, extents, divisibilities), and derives the entry's generic arguments
 (constants, element type, launch facts) as the cuTile Python launch does. Anything
 else returns `rc::INVALID_ARGS` before any CUDA call: a launch the port was not
-proven for is never run.
+proven for is never run. The launch is the one launcher generator's
+(`ffi_gen.generic_argument`, `ffi_gen.proven_launch`); this module says how a symbol
+reads its arguments (`_SymbolOperands`) and how it refuses.
 """
 
 from __future__ import annotations
@@ -26,9 +28,8 @@ from nodes.host_builder.binding import (
     Precondition,
     VariantBinding,
 )
-from nodes.host_builder.ffi_gen import proven_entry_static, proven_launch
+from nodes.host_builder.ffi_gen import generic_argument, proven_entry_static, proven_launch
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
-from nodes.tilegym_backend.checkout import PROVEN_MODULE, SPEC_ARITH_MODULE
 from schemas.port_spec import PortSpec
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
@@ -46,6 +47,10 @@ DTYPE_CODES: dict[DType, int] = {
     DType.INT64: 4,
 }
 MAX_RANK = 5  # ffi_util's TensorDesc holds five extents
+# The crate modules a symbol launches through: tileport's proven.rs and spec_arith.rs,
+# copied beside ffi_util.rs.
+PROVEN_MODULE = "tileport_proven"
+SPEC_ARITH_MODULE = "tileport_spec_arith"
 # The C and Rust types of a tensor's parts as a symbol takes them.
 TENSOR_PART_TYPES = {
     "address": ("uint64_t", "u64"),
@@ -226,60 +231,66 @@ def _precondition(pre: Precondition) -> str:
     raise FfiError(f"a {pre.kind} precondition is not written yet")
 
 
-def _fact(rule: GenericRule) -> str:
-    """The launch fact cuTile Python states for an array (`binding.fact_value`),
-    computed by tileport's spec_arith as the pipeline's launchers compute it."""
-    desc = f"{rule.array}_d"
-    if rule.extent is ExtentKind.ADDRESS:
-        return f"rt::address_fact({desc}.ptr as u64)"
-    if rule.extent is ExtentKind.SHAPE:
-        return f"rt::shape_fact({desc}.shape[{rule.dim}] as i64)"
-    itemsize = f"dtype_elem_size({desc}.dtype) as i64"
-    return f"rt::stride_fact({desc}.strides[{rule.dim}] as i64, {itemsize})"
+class _SymbolOperands:
+    """A symbol's reading of a launch: each tensor's descriptor (`<name>_d`), its
+    constants and scalars as the C parameters `ct.launch`'s arguments became."""
+
+    generic = "lp::Generic"
+
+    def __init__(self, sym: str) -> None:
+        self.sym = sym
+
+    def element(self, array: str) -> str:
+        return "dty"
+
+    def itemsize(self, array: str) -> str:
+        return f"dtype_elem_size({array}_d.dtype) as i64"
+
+    def fact(self, rule: GenericRule) -> str:
+        desc = f"{rule.array}_d"
+        if rule.extent is ExtentKind.ADDRESS:
+            return f"rt::address_fact({desc}.ptr)"
+        if rule.extent is ExtentKind.SHAPE:
+            return f"rt::shape_fact({desc}.shape[{rule.dim}])"
+        return f"rt::stride_fact({desc}.strides[{rule.dim}], {self.itemsize(rule.array or '')})"
+
+    def integer_generic(self, value: str, name: str) -> str:
+        return f'i64::from(checked!("{self.sym}", rt::to_i32({value}, "{name}")))'
+
+    def constant(self, name: str) -> str:
+        return _variable(name)
+
+    def parameter(self, source: ParamSource) -> str:
+        # Extents and strides were checked to fit the kernel's i32 (`render_ffi`).
+        if source.kind == "pointer":
+            return f"{source.array}_d.ptr"
+        if source.kind == "shape":
+            return f"{source.array}_d.shape[{source.dim}] as i32"
+        if source.kind == "stride":
+            return f"{source.array}_d.strides[{source.dim}] as i32"
+        if source.kind == "scalar" and source.scalar:
+            name = _variable(source.scalar)
+            return f"{name} as {source.reinterpret}" if source.reinterpret else name
+        raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
 
 
-def _generic(rule: GenericRule, exprs: SpecExpr) -> str:
-    if rule.kind == "derived" and rule.expression is not None:
-        return f"lp::Generic::Int({exprs.rust(rule.expression, Kind.INT)})"
-    if rule.kind == "element":
-        return "lp::Generic::Element(dty)"
-    if rule.kind == "constant" and rule.constant:
-        variable = _variable(rule.constant)
-        if rule.const_type == "bool":
-            return f"lp::Generic::Bool({variable})"
-        return f"lp::Generic::Int({variable})"
-    if rule.kind == "element_bytes":
-        return f"lp::Generic::Int(dtype_elem_size({rule.arrays[0]}_d.dtype) as i64)"
-    if rule.kind == "fact" and rule.array and rule.extent:
-        return f"lp::Generic::Int({_fact(rule)})"
-    raise FfiError(f"generic {rule.name} ({rule.kind}) is not written yet")
-
-
-def _argument(source: ParamSource) -> str:
-    """An entry parameter's value, from the descriptors and the C arguments."""
-    if source.kind == "pointer":
-        return f"{source.array}_d.ptr"
-    if source.kind == "shape":
-        return f"{source.array}_d.dim({source.dim})"
-    if source.kind == "stride":
-        return f"{source.array}_d.strides[{source.dim}] as i32"
-    if source.kind == "scalar" and source.scalar:
-        name = _variable(source.scalar)
-        return f"{name} as {source.reinterpret}" if source.reinterpret else name
-    raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
-
-
-def _launch(variant: VariantBinding, exprs: SpecExpr) -> list[str]:
+def _launch(variant: VariantBinding, exprs: SpecExpr, operands: _SymbolOperands) -> list[str]:
     """One entry's launch on the caller's stream, as tileport's own launchers make it
     (`tileport_proven`: compiled as the kernel writer proved it, no launch-time
     hint; G17), evaluating to its `Result`."""
-    generics = f"&[{', '.join(_generic(r, exprs) for r in variant.generics)}]"
+    written = ", ".join(
+        generic_argument(rule, operands, lambda text: exprs.rust(text, Kind.INT))
+        for rule in variant.generics
+    )
+    generics = f"&[{written}]"
     return [
         f"// {variant.entry}, variant {variant.name}; generics "
         f"<{', '.join(r.name for r in variant.generics)}>.",
         "// SAFETY: the entry's parameters in order, each of its type; the descriptors",
         "// passed every check and their memory is the caller's, ordered on `stream`.",
-        *proven_launch("lp", variant, _argument, generics, "(grid_x, grid_y, grid_z)", "&device"),
+        *proven_launch(
+            "lp", variant, operands.parameter, generics, "(grid_x, grid_y, grid_z)", "&device"
+        ),
     ]
 
 
@@ -320,6 +331,7 @@ def render_ffi(
         (g.arrays for v in binding.variants for g in v.generics if g.kind == "element"), ()
     )
     exprs = SpecExpr(spec_variables(spec, set(binding.bound_symbols)), sym)
+    operands = _SymbolOperands(sym)
     passed = {name for name, ctype in params if ctype != "tensor"}
 
     entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
@@ -400,6 +412,18 @@ def render_ffi(
         lines.append(f"    if {' || '.join(extent_checks)} {{")
         lines.append(_refusal(sym, "an extent is not the one the port was compiled for"))
         lines.append("    }")
+    sizes = [
+        part
+        for array in binding.arrays
+        for part, kind in tensor_c_parameters(array.name, array.rank)
+        if kind in ("shape", "stride")
+    ]
+    if sizes:
+        # The kernels take extents and strides as i32, as tileport's own launchers
+        # check them (`rt::fits_kernel_i32`): never truncated.
+        lines.append(f"    if ![{', '.join(sizes)}].into_iter().all(rt::fits_kernel_i32) {{")
+        lines.append(_refusal(sym, "an extent or stride is outside the kernel's i32"))
+        lines.append("    }")
     unit = [
         f"{a.name}_d.strides[{a.unit_stride_dim}] == 1"
         for a in binding.arrays
@@ -455,7 +479,7 @@ def render_ffi(
         "    };",
     ]
     if single:
-        launch = _launch(binding.variants[0], exprs)
+        launch = _launch(binding.variants[0], exprs, operands)
         start = launch.index("unsafe {")
         launch[start] = "let launched = unsafe {"
         launch[-1] = "};"
@@ -465,7 +489,7 @@ def render_ffi(
             head = f"{index}" if index < len(binding.variants) - 1 else "_"
             launch += [
                 f"    {head} => {{",
-                *(f"        {x}" for x in _launch(variant, exprs)),
+                *(f"        {x}" for x in _launch(variant, exprs, operands)),
                 "    }",
             ]
         launch.append("};")
