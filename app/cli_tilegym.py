@@ -3,7 +3,8 @@
 `add OP` writes the op's cutile-rs files into a TileGym checkout and prints the
 change as a git patch; `test` runs TileGym's test file of each added op with
 the cutile-rs backend on a GPU host; `sweep` calls each added op through
-`tilegym.ops` on drawn shapes and dtypes, the cutile backend as the oracle.
+`tilegym.ops` on drawn shapes and dtypes, the cutile backend as the oracle; `book`
+reads sweep reports into the results book of the delivered backend.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nodes.tilegym_backend.book import add_book_arguments, book_command
 from nodes.tilegym_backend.call_cost import add_call_cost_arguments, call_cost_command
 from nodes.tilegym_backend.stage import add_op
 from nodes.tilegym_backend.sweep import add_sweep_arguments, sweep_command
@@ -99,8 +101,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "(2-D inputs of extents 1 to 4096, ragged and unaligned; float32, float16, bfloat16; "
         "every mode its source compares), run each with the cutile backend and then with "
         "cutile-rs on the same inputs, and write tilegym-sweep-<date>.json and .md into --out: "
-        "served (bitwise equal), mismatch, refused, and each backend's per-call time (CUDA "
-        "events around the tilegym.ops call, median of --reps). --plan prints the draws only. "
+        "served (bitwise equal), mismatch, refused, each backend's per-call time (CUDA "
+        "events around the tilegym.ops call, median of --reps) and, where cupti-python "
+        "imports, its device time (CUPTI: the summed durations of the kernels one call "
+        "launched, median of --reps). --plan prints the draws only. "
         "Exit 4 without a GPU, 1 when a call was refused or differed. The library is the one "
         "`tilegym build` made (python3 -m nodes.tilegym_backend.sweep where tileport is not "
         "installed).",
@@ -120,6 +124,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_call_cost_arguments(cost)
     cost.set_defaults(handler=call_cost_command)
+
+    book = sub.add_parser(
+        "book",
+        help="the results book of the delivered backend, from sweep reports (no GPU needed)",
+        description="Read one or more tilegym-sweep-*.json reports (an op and seed once; each "
+        "with device times) and write NAME.json and NAME.md into DIR: per op and over all "
+        "ops, calls served, mismatched and refused, and over the served calls the geomean "
+        "of cutile-rs / cutile device time and of cutile-rs / cutile per-call time through "
+        "tilegym.ops, each with its 95 % bootstrap interval and its worst call; the "
+        "machine and the commands. Targets, PASS or FAIL: 0 mismatches; the device-time "
+        "geomean's interval includes or is below 1.01; the per-call geomean at most 1.00. "
+        "Exit 0 when the book is written, whatever the targets say; 2 on bad input.",
+    )
+    add_book_arguments(book)
+    book.set_defaults(handler=book_command)
 
 
 def add_command(args: argparse.Namespace) -> int:

@@ -1,5 +1,7 @@
-"""What `tileport tilegym add` and `tileport tilegym test` report: an op delivered as
-TileGym's own cutile-rs backend, and TileGym's test files run against it."""
+"""What `tileport tilegym` reports: an op delivered as TileGym's own cutile-rs backend
+(`add`), TileGym's test files run against it (`test`), the ops called through
+`tilegym.ops` on drawn calls (`sweep`, `call-cost`) and the book of those sweeps
+(`book`)."""
 
 from __future__ import annotations
 
@@ -90,6 +92,14 @@ class SweepCall(_Strict):
     )
 
 
+class DeviceTime(_Strict):
+    """CUPTI device time of one backend's op call: per timed call, the summed durations
+    of the kernels it launched."""
+
+    median_us: float
+    samples_us: list[float] = Field(min_length=1, description="One per timed call, in order.")
+
+
 class SweepCallResult(_Strict):
     call: SweepCall
     outcome: SweepOutcome
@@ -97,6 +107,15 @@ class SweepCallResult(_Strict):
     max_abs_diff: float | None = None
     port_us: float | None = Field(None, description="Median per-call time, cutile-rs backend.")
     cutile_us: float | None = Field(None, description="Median per-call time, cutile backend.")
+    # Reports from before these were measured hold none of them.
+    port_us_samples: list[float] = Field(
+        default_factory=list, description="Every per-call time `port_us` is the median of."
+    )
+    cutile_us_samples: list[float] = Field(
+        default_factory=list, description="Every per-call time `cutile_us` is the median of."
+    )
+    port_device: DeviceTime | None = Field(None, description="The cutile-rs backend's kernels.")
+    cutile_device: DeviceTime | None = Field(None, description="The cutile backend's kernels.")
 
 
 class SweepOpSummary(_Strict):
@@ -107,6 +126,10 @@ class SweepOpSummary(_Strict):
     mismatches: int = Field(description="Calls the port ran with other outputs.")
     port_us_median: float | None = Field(description="Median per-call time of the calls run.")
     cutile_us_median: float | None
+    port_device_us_median: float | None = Field(
+        None, description="Median device time of the calls run, cutile-rs backend."
+    )
+    cutile_device_us_median: float | None = None
 
 
 class SweepReport(_Strict):
@@ -117,6 +140,14 @@ class SweepReport(_Strict):
     seed: int
     gpu: str
     driver: str
+    versions: dict[str, str] = Field(
+        default_factory=dict, description="python, torch, cupti-python, ... on the GPU host."
+    )
+    device_time_missing: str = Field(
+        "",
+        description="Why no call has a device time (CUPTI could not be started on the GPU "
+        "host); empty when they were measured, and in reports from before they were.",
+    )
     command: str
     calls: int
     served: int
@@ -153,3 +184,71 @@ class CallCostReport(_Strict):
     driver: str
     command: str
     ops: list[CallCost]
+
+
+class BookCall(_Strict):
+    """The call of an op with the largest ratio cutile-rs / cutile, and its two times."""
+
+    call: SweepCall
+    ratio: float
+    port_us: float
+    cutile_us: float
+
+
+class BookRatio(_Strict):
+    """The geomean over timed calls of cutile-rs / cutile (each call's medians)."""
+
+    geomean: float
+    interval: tuple[float, float] | None = Field(
+        description="Its 95 % bootstrap interval, every call's samples resampled; None when "
+        "some call kept no samples."
+    )
+    worst: BookCall
+
+
+class BookOpRow(_Strict):
+    op: str
+    calls: int = Field(description="Calls the cutile backend serves (the oracle ran).")
+    served: int
+    mismatches: int
+    refused: int
+    timed: int = Field(description="Served calls with both backends' device and per-call times.")
+    device: BookRatio | None = Field(description="CUPTI device time of the kernels launched.")
+    per_call: BookRatio | None = Field(description="CUDA events around the `tilegym.ops` call.")
+
+
+class BookSweep(_Strict):
+    """One sweep report the book reads."""
+
+    path: str
+    date: str
+    seed: int
+    ops: list[str]
+    command: str
+
+
+class BookMachine(_Strict):
+    gpu: str
+    driver: str
+    versions: dict[str, str]
+    sweeps: list[str] = Field(description="The reports that ran on it, by path.")
+
+
+class BookTarget(_Strict):
+    description: str
+    passed: bool
+    missing: list[str] = Field(default_factory=list, description="The ops that miss it alone.")
+    detail: str
+
+
+class TileGymBook(_Strict):
+    """`<name>.json` of `tileport tilegym book`: the delivered backend measured through
+    `tilegym.ops` against the cutile backend, from one or more sweep reports."""
+
+    name: str
+    command: str
+    sweeps: list[BookSweep]
+    machines: list[BookMachine]
+    ops: list[BookOpRow]
+    overall: BookOpRow
+    targets: list[BookTarget]

@@ -15,15 +15,22 @@ Each call runs with the cutile backend, then with cutile-rs on copies of the sam
 inputs: `served` when the outputs are equal bit for bit, `mismatch` when not,
 `refused` when the port raised, `oracle_refused` (not counted) when the cutile
 backend itself raised. The per-call time of each backend is the median over
-`--reps` calls of CUDA events recorded around the `tilegym.ops` call. The seed and
-every draw are written out, so a run can be repeated.
+`--reps` calls of CUDA events recorded around the `tilegym.ops` call. Then, with
+CUPTI's kernel activity on (`toolchain.cupti`), `--reps` rounds in which each backend
+makes the call once inside a window of its own: a call's device time is the sum
+of the durations of the kernels that ran inside its window, and each backend's is
+the median over its windows. Where CUPTI cannot be started (cupti-python not
+installed), the report says why and holds per-call times only. The seed and every
+draw are written out, so a run can be repeated.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.metadata
 import math
+import platform
 import random
 import re
 import secrets
@@ -41,12 +48,15 @@ from nodes.tilegym_backend.op_source import OpSourceError, find_op
 from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import (
     ArgumentValue,
+    DeviceTime,
     SweepCall,
     SweepCallResult,
     SweepOpSummary,
     SweepOutcome,
     SweepReport,
 )
+from toolchain.cupti import KernelRecord, KernelTimer, Window, attribute
+from toolchain.cupti import summarise as summarise_windows
 
 DTYPES = ("float32", "float16", "bfloat16")
 MAX_EXTENT = 4096
@@ -57,6 +67,10 @@ UNALIGNED_SHARE = 0.25  # of the calls whose input starts one element in
 LAST_EXTENT_TENSORS = ("weight", "bias")
 USAGE_ERROR = 2
 NO_GPU = 4
+ORACLE = "cutile"
+PORT = "cutile-rs"
+# The GPU host's packages whose versions the report records.
+HOST_PACKAGES = ("torch", "cuda-tile", "cupti-python")
 
 
 class SweepError(ValueError):
@@ -265,8 +279,9 @@ def _compare(expected: Any, got: Any, torch: Any) -> tuple[bool, float | None, s
     return equal, worst, "" if equal else f"outputs differ, max |diff| {worst:.3g}"
 
 
-def per_call_us(call_once: Callable[[], Any], reps: int, torch: Any) -> float:
-    """Median over `reps` of CUDA events recorded around one op call, in us."""
+def per_call_samples_us(call_once: Callable[[], Any], reps: int, torch: Any) -> list[float]:
+    """CUDA events recorded around each of `reps` op calls, in us (after two calls
+    that warm the op's caches)."""
     for _ in range(2):
         call_once()
     times = []
@@ -277,24 +292,80 @@ def per_call_us(call_once: Callable[[], Any], reps: int, torch: Any) -> float:
         call_once()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return float(statistics.median(times))
+        times.append(round(start.elapsed_time(end) * 1000.0, 3))
+    return times
 
 
-def run_call(call: SweepCall, reps: int) -> SweepCallResult:
+def device_times(records: list[KernelRecord], windows: list[Window]) -> dict[str, DeviceTime]:
+    """Per backend (its windows' label): each window's device time, the summed durations
+    of the kernels whose execution falls inside it, and their median. A window in which
+    no kernel ran is left out, as the perf protocol leaves it out."""
+    timings = attribute(records, windows)
+    found: dict[str, DeviceTime] = {}
+    for label in dict.fromkeys(window.label for window in windows):
+        summary = summarise_windows(timings, label)
+        if summary is not None:
+            found[label] = DeviceTime(
+                median_us=round(summary.median_us, 3),
+                samples_us=[round(sample, 3) for sample in summary.device_us],
+            )
+    return found
+
+
+def measure_device_times(
+    calls: dict[str, Callable[[], Any]], reps: int, torch: Any
+) -> dict[str, DeviceTime]:
+    """CUPTI device time of each backend's call (by backend), over `reps` rounds in
+    which the backends take turns, so that a drift of the GPU's clocks falls on both."""
+    timer = KernelTimer(synchronize=torch.cuda.synchronize)
+    timer.start()
+    try:
+        for _ in range(reps):
+            for backend, call_once in calls.items():
+                with timer.window(backend):
+                    call_once()
+    finally:
+        timer.stop()
+    return device_times(timer.records, timer.windows)
+
+
+def device_time_missing(torch: Any) -> str:
+    """Why CUPTI cannot time kernels here; empty when it can."""
+    timer = KernelTimer(synchronize=torch.cuda.synchronize)
+    try:
+        timer.start()
+    except Exception as error:  # not installed, or CUPTI refused: untimed either way
+        return f"CUPTI could not be started: {_why(error)}"
+    timer.stop()
+    return ""
+
+
+def host_versions(torch: Any) -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in HOST_PACKAGES:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here: the report holds what is
+    if torch.version.cuda:
+        found["torch cuda"] = str(torch.version.cuda)
+    return found
+
+
+def run_call(call: SweepCall, reps: int, time_devices: bool) -> SweepCallResult:
     import torch
     from tilegym.backend import set_backend
 
     entry = public_op(call.op)
     x, kwargs = call_inputs(call, torch)
-    set_backend("cutile")
+    set_backend(ORACLE)
     try:
         oracle_x, oracle_kwargs = _copies(x, kwargs)
         expected = entry(oracle_x, **oracle_kwargs)
         torch.cuda.synchronize()
     except Exception as error:  # the oracle's refusal, whatever it raises
         return SweepCallResult(call=call, outcome=SweepOutcome.ORACLE_REFUSED, detail=_why(error))
-    set_backend("cutile-rs")
+    set_backend(PORT)
     try:
         port_x, port_kwargs = _copies(x, kwargs)
         got = entry(port_x, **port_kwargs)
@@ -302,15 +373,44 @@ def run_call(call: SweepCall, reps: int) -> SweepCallResult:
     except Exception as error:  # a refused launch, whatever the wrapper raises
         return SweepCallResult(call=call, outcome=SweepOutcome.REFUSED, detail=_why(error))
     finally:
-        set_backend("cutile")
+        set_backend(ORACLE)
     equal, worst, why = _compare(expected, got, torch)
     outcome = SweepOutcome.SERVED if equal else SweepOutcome.MISMATCH
-    timings: dict[str, float] = {}
-    for backend, key in (("cutile", "cutile_us"), ("cutile-rs", "port_us")):
+    per_call: dict[str, list[float]] = {}
+    for backend in (ORACLE, PORT):
         set_backend(backend)
-        timings[key] = per_call_us(lambda: entry(x, **kwargs), reps, torch)
-    set_backend("cutile")
-    return SweepCallResult(call=call, outcome=outcome, detail=why, max_abs_diff=worst, **timings)
+        per_call[backend] = per_call_samples_us(lambda: entry(x, **kwargs), reps, torch)
+    device: dict[str, DeviceTime] = {}
+    if time_devices:
+        calls = {backend: _called_with(backend, entry, x, kwargs) for backend in (ORACLE, PORT)}
+        device = measure_device_times(calls, reps, torch)
+    set_backend(ORACLE)
+    return SweepCallResult(
+        call=call,
+        outcome=outcome,
+        detail=why,
+        max_abs_diff=worst,
+        port_us=statistics.median(per_call[PORT]),
+        cutile_us=statistics.median(per_call[ORACLE]),
+        port_us_samples=per_call[PORT],
+        cutile_us_samples=per_call[ORACLE],
+        port_device=device.get(PORT),
+        cutile_device=device.get(ORACLE),
+    )
+
+
+def _called_with(
+    backend: str, entry: Callable[..., Any], x: Any, kwargs: dict[str, Any]
+) -> Callable[[], Any]:
+    """The op called on `backend`, chosen inside the call: the device time of a window
+    counts only its kernels, so the choice costs it nothing."""
+    from tilegym.backend import set_backend
+
+    def call_once() -> Any:
+        set_backend(backend)
+        return entry(x, **kwargs)
+
+    return call_once
 
 
 def _why(error: Exception) -> str:
@@ -333,6 +433,10 @@ def summarise(op: str, results: list[SweepCallResult]) -> SweepOpSummary:
         mismatches=sum(r.outcome is SweepOutcome.MISMATCH for r in counted),
         port_us_median=_median([r.port_us for r in ran]),
         cutile_us_median=_median([r.cutile_us for r in ran]),
+        port_device_us_median=_median([r.port_device.median_us for r in ran if r.port_device]),
+        cutile_device_us_median=_median(
+            [r.cutile_device.median_us for r in ran if r.cutile_device]
+        ),
     )
 
 
@@ -348,23 +452,38 @@ def _coverage(calls: list[SweepCall]) -> str:
     )
 
 
+def _device_time_line(report: SweepReport) -> str:
+    if any(r.port_device or r.cutile_device for r in report.results):
+        return (
+            "Device time: CUPTI, the summed durations of the kernels one op call launched, "
+            "median over the calls timed per backend."
+        )
+    if report.device_time_missing:
+        return f"Device time not measured: {report.device_time_missing}."
+    return "Device time not measured (a report from before the sweep measured it)."
+
+
 def markdown(report: SweepReport) -> str:
+    versions = "".join(f", {name} {version}" for name, version in report.versions.items())
     lines = [
         f"# TileGym ops through `tilegym.ops`: cutile-rs against cutile, {report.date}",
         "",
-        f"GPU {report.gpu}, driver {report.driver}; seed {report.seed}.",
+        f"GPU {report.gpu}, driver {report.driver}{versions}; seed {report.seed}.",
         f"Command: `{report.command}`",
         "",
         f"{report.calls} calls the cutile backend serves: {report.served} served by the "
         f"port bitwise equal, {report.mismatches} not equal, {report.refused} refused.",
         _coverage([r.call for r in report.results if r.outcome is not SweepOutcome.ORACLE_REFUSED]),
+        _device_time_line(report),
         "",
-        "| op | calls | served | refused | mismatches | port us (median) | cutile us (median) |",
-        "|---|---|---|---|---|---|---|",
+        "| op | calls | served | refused | mismatches | port us (median) | cutile us (median) "
+        "| port device us (median) | cutile device us (median) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {s.op} | {s.calls} | {s.served} | {s.refused} | {s.mismatches} "
-        f"| {s.port_us_median} | {s.cutile_us_median} |"
+        f"| {s.port_us_median} | {s.cutile_us_median} "
+        f"| {s.port_device_us_median} | {s.cutile_device_us_median} |"
         for s in report.ops
     ]
     reasons: dict[str, int] = {}
@@ -380,12 +499,21 @@ def markdown(report: SweepReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class GpuHost:
+    """What the sweep runs on, and why it cannot time kernels there (empty: it can)."""
+
+    gpu: str
+    driver: str
+    versions: dict[str, str]
+    device_time_missing: str
+
+
 def sweep_report(
     args: argparse.Namespace,
     ops: list[str],
     seed: int,
-    gpu: str,
-    driver: str,
+    host: GpuHost,
     results: list[SweepCallResult],
 ) -> SweepReport:
     """The report of the calls run so far, with the command that repeats them."""
@@ -393,8 +521,10 @@ def sweep_report(
     return SweepReport(
         date=date.today().isoformat(),
         seed=seed,
-        gpu=gpu,
-        driver=driver,
+        gpu=host.gpu,
+        driver=host.driver,
+        versions=host.versions,
+        device_time_missing=host.device_time_missing,
         command=shlex.join(
             [
                 "tileport",
@@ -546,6 +676,11 @@ def sweep_command(args: argparse.Namespace) -> int:
     except NoGpu as error:
         print(f"skipped: {error}; run it on a GPU host", file=sys.stderr)
         return NO_GPU
+    import torch
+
+    host = GpuHost(gpu, driver, host_versions(torch), device_time_missing(torch))
+    if host.device_time_missing:
+        print(f"device times not measured: {host.device_time_missing}", file=sys.stderr)
     results: list[SweepCallResult] = []
     started = time.monotonic()
     for op_index, (op, calls) in enumerate(plans.items()):
@@ -558,11 +693,11 @@ def sweep_command(args: argparse.Namespace) -> int:
             if deadline is not None and time.monotonic() > deadline:
                 print(f"{op}: budget spent after {index} of {len(calls)} calls", file=sys.stderr)
                 break
-            results.append(run_call(call, args.reps))
+            results.append(run_call(call, args.reps, not host.device_time_missing))
             print(f"{op} {index + 1}/{len(calls)}: {results[-1].outcome.value}", file=sys.stderr)
             # Written after every call: a launch that kills the process loses only itself.
-            write_report(sweep_report(args, list(plans), seed, gpu, driver, results), args.out)
-    report = sweep_report(args, list(plans), seed, gpu, driver, results)
+            write_report(sweep_report(args, list(plans), seed, host, results), args.out)
+    report = sweep_report(args, list(plans), seed, host, results)
     stem = write_report(report, args.out)
     print(markdown(report))
     print(f"wrote {stem}.json and {stem}.md", file=sys.stderr)
