@@ -12,9 +12,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from schemas.exit_codes import ExitCode
 from toolchain.launch_capture import CaptureError, run_capture
-
-USAGE_ERROR = 2
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +22,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run COMMAND recording every cuda.tile.launch as JSON lines",
         description="Run COMMAND (after --) with every cuda.tile.launch of its Python "
         "processes recorded; each distinct launch is written once to --out. The exit "
-        "status is COMMAND's.",
+        "status is COMMAND's, or 2 (bad input, as in every tileport command) when the "
+        "capture cannot start.",
     )
     _arguments(capture)
     capture.set_defaults(handler=capture_command)
@@ -38,6 +38,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print the summary as one JSON object on stdout"
     )
     parser.add_argument(
+        "--source-root",
+        type=Path,
+        help="record each kernel's file relative to this folder (absolute when outside "
+        "it), as `tileport specs --source-root` reads it; default: relative to the "
+        "sys.path entry holding it",
+    )
+    parser.add_argument(
         "--no-import-check",
         action="store_true",
         help="do not check first that the command's Python imports cuda.tile",
@@ -48,11 +55,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def capture_command(args: argparse.Namespace) -> int:
     try:
         summary = run_capture(
-            args.argv, args.out, append=args.append, check_import=not args.no_import_check
+            args.argv,
+            args.out,
+            append=args.append,
+            check_import=not args.no_import_check,
+            source_root=args.source_root,
         )
     except CaptureError as error:
         print(f"tileport capture: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return ExitCode.BAD_INPUT
     print(summary.render(), file=sys.stderr)
     if args.json:
         print(json.dumps(asdict(summary), sort_keys=True))

@@ -6,12 +6,15 @@
 Stages are shown as they run (a live table on a terminal, one plain line per
 finished stage otherwise). The run directory defaults to `runs/<operator>`.
 With `--json`, stdout carries one machine-readable summary and the progress
-lines go to stderr. Exit codes (also in `tileport convert --help`):
+lines go to stderr. Exit codes (`schemas/exit_codes.py`, the same in every
+command; also in `tileport convert --help`):
 
     0  the final gate passed
-    1  the run completed but the final gate failed
+    1  the final gate failed on what ran on a GPU
     2  bad input: the spec file is missing, unreadable or invalid
-    3  a stage stopped the run before the GPU boundary
+    3  a stage failed before the GPU boundary (the run stopped there, or ended
+       with that stage's diagnosis): a tool missing, the kernel writer, binding,
+       building or checking the library
     4  awaiting a GPU: everything that needs no GPU passed and the run stopped
        at the GPU boundary (gate AWAITING_GPU); nothing ran on a GPU
     5  the pipeline itself failed: a stage is missing or raised
@@ -27,7 +30,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import IntEnum
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -40,32 +42,25 @@ from rich.text import Text
 from graph.routing import next_target
 from graph.runner import run_pipeline
 from graph.stages import StageNodes, StageNotImplemented
-from schemas.pipeline import Outcome, RunOptions, RunSummary, Stage, StageRecord
+from schemas.exit_codes import ExitCode, exit_code_epilog
+from schemas.pipeline import RunOptions, RunSummary, Stage, StageRecord
 from schemas.port_spec import operator_name
-from schemas.reports import GateReport, ReportError, load_report
+from schemas.reports import CorrectnessReport, GateReport, ReportError, ReportT, load_report
 from schemas.run_layout import RunLayout
 from schemas.state import PipelineState
 from schemas.verdicts import AnalyzerVerdict, GateVerdict
 from toolchain.llm import ENV_BASE_URL, ENV_MODEL, LlmConfigError, load_llm_settings
 
-
-class ExitCode(IntEnum):
-    GATE_PASS = 0
-    GATE_FAIL = 1
-    BAD_INPUT = 2
-    STOPPED = 3
-    GPU_BOUNDARY = 4
-    PIPELINE_ERROR = 5
-
-
 EXIT_MEANINGS: Final[dict[ExitCode, str]] = {
-    ExitCode.GATE_PASS: "the final gate passed",
-    ExitCode.GATE_FAIL: "the run completed but the final gate failed",
+    ExitCode.OK: "the final gate passed",
+    ExitCode.FAILED: "the final gate failed on what ran on a GPU",
     ExitCode.BAD_INPUT: "bad input: the spec file is missing, unreadable or invalid",
-    ExitCode.STOPPED: "a stage stopped the run before the GPU boundary",
-    ExitCode.GPU_BOUNDARY: "awaiting a GPU: everything that needs no GPU passed and the run "
+    ExitCode.STAGE_FAILED: "a stage failed before the GPU boundary (the run stopped there, "
+    "or ended with that stage's diagnosis): a tool missing, the kernel writer, binding, "
+    "building or checking the library",
+    ExitCode.AWAITING_GPU: "awaiting a GPU: everything that needs no GPU passed and the run "
     "stopped at the GPU boundary; nothing ran on a GPU",
-    ExitCode.PIPELINE_ERROR: "the pipeline itself failed: a stage is missing or raised",
+    ExitCode.INTERNAL_ERROR: "the pipeline itself failed: a stage is missing or raised",
 }
 
 STAGE_ORDER: Final = tuple(Stage)
@@ -73,15 +68,12 @@ SUMMARY_WIDTH: Final = 90
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    epilog = "exit codes:\n" + "\n".join(
-        f"  {code.value}  {text}" for code, text in EXIT_MEANINGS.items()
-    )
     convert = commands.add_parser(
         "convert",
         help="port one kernel: run the whole pipeline on its port spec",
         description="Run preflight, analysis, kernel writing, host build, validation and the "
         "final gate on one port spec.",
-        epilog=epilog,
+        epilog=exit_code_epilog(EXIT_MEANINGS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     convert.add_argument("spec", type=Path, help="the kernel's <name>.port.yaml")
@@ -129,7 +121,7 @@ def convert(
     try:
         stage_nodes = nodes or StageNodes.from_modules()
     except StageNotImplemented as exc:
-        return printer.error(ExitCode.PIPELINE_ERROR, f"the pipeline is incomplete: {exc}")
+        return printer.error(ExitCode.INTERNAL_ERROR, f"the pipeline is incomplete: {exc}")
     for warning in _llm_warnings(options):
         console.print(f"warning: {warning}", markup=False, soft_wrap=True)
     progress = Progress(operator=operator_name(spec), spec=spec, run_dir=run_dir)
@@ -143,31 +135,34 @@ def convert(
             )
     except Exception as exc:  # a stage that raises ends the run; say which and why
         where = progress.running.value if progress.running else "the pipeline"
-        return printer.error(ExitCode.PIPELINE_ERROR, f"{where} raised {type(exc).__name__}: {exc}")
-    gate = _gate_report(RunLayout(run_dir.resolve()))
-    code = exit_code(summary, gate)
+        return printer.error(ExitCode.INTERNAL_ERROR, f"{where} raised {type(exc).__name__}: {exc}")
+    layout = RunLayout(run_dir.resolve())
+    gate = _report(GateReport, layout)
+    correctness = _report(CorrectnessReport, layout)
+    code = exit_code(summary, gate, correctness is not None and correctness.ran_on_gpu)
     printer.summary(summary, gate, code, run_dir)
     return code
 
 
-def exit_code(summary: RunSummary, gate: GateReport | None) -> ExitCode:
+def exit_code(summary: RunSummary, gate: GateReport | None, ran_on_gpu: bool) -> ExitCode:
+    """The run's exit code. A failure is the gate's (1) only when something ran on a
+    GPU; before that it is the stage's (3), whether the routing stopped the run there
+    or sent it on to a diagnosis (a host builder that cannot bind the port)."""
     if summary.gate_verdict == GateVerdict.PASS:
-        return ExitCode.GATE_PASS
+        return ExitCode.OK
     if any(
         record.stage is Stage.ANALYZER and record.verdict == AnalyzerVerdict.FAIL_FIXABLE
         for record in summary.stages
     ):
         return ExitCode.BAD_INPUT
     if gate is not None and gate.reached_gpu_boundary:
-        return ExitCode.GPU_BOUNDARY
-    if summary.outcome is Outcome.STOP:
-        return ExitCode.STOPPED
-    return ExitCode.GATE_FAIL
+        return ExitCode.AWAITING_GPU
+    return ExitCode.FAILED if ran_on_gpu else ExitCode.STAGE_FAILED
 
 
-def _gate_report(layout: RunLayout) -> GateReport | None:
+def _report(model: type[ReportT], layout: RunLayout) -> ReportT | None:
     try:
-        return load_report(GateReport, layout)
+        return load_report(model, layout)
     except ReportError:
         return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from schemas.exit_codes import ExitCode
 from toolchain.doctor import render_human, run_doctor
 from toolchain.env import shell_exports
 
@@ -22,9 +23,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def doctor_command(args: argparse.Namespace) -> int:
     report = run_doctor()
     print(report.model_dump_json(indent=2) if args.json else render_human(report))
-    return 0 if report.ok else 1
+    return ExitCode.OK if report.ok else ExitCode.FAILED
 
 
 def env_command(args: argparse.Namespace) -> int:
     print(shell_exports())
-    return 0
+    return ExitCode.OK

@@ -20,6 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from schemas.exit_codes import ExitCode, exit_code_epilog
+
 RESULTS_BOOK_DESCRIPTION = """\
 Read the folders `tileport gpu-run` wrote (one kernel each: gpu_run.json, and
 correctness.json when present) and write a results book to DIR: NAME.json (every
@@ -72,12 +74,27 @@ def _gpu_run(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+GPU_BUNDLE_EXITS = {
+    ExitCode.OK: "the bundle was written; with --runs, a bundle for at least one run (each "
+    "run skipped is listed on stderr with where it stopped)",
+    ExitCode.FAILED: "with --runs: no run could be bundled (none stopped at the GPU boundary, "
+    "or none of their ports binds)",
+    ExitCode.BAD_INPUT: "bad input: SPEC and --runs both or neither, an invalid spec, two "
+    "runs of one operator, a path that cannot be read or written",
+    ExitCode.STAGE_FAILED: "the host builder's work failed: the port does not bind, the "
+    "library does not build, or the bundle cannot be made",
+}
+
+
 def _gpu_bundle(args: argparse.Namespace) -> int:
     from nodes.host_builder.bundle import build_from_args
 
     if (args.spec is None) == (args.runs is None):
         print("gpu bundle: give a SPEC or --runs RUN_DIR..., not both", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
+    if args.archive is not None and args.runs is None:
+        print("gpu bundle: --archive goes with --runs", file=sys.stderr)
+        return ExitCode.BAD_INPUT
     if args.runs is not None:
         return _batch_bundles(args)
     return build_from_args(args)
@@ -91,20 +108,33 @@ def _batch_bundles(args: argparse.Namespace) -> int:
         BatchError,
         BundleBuildError,
         LibraryBuildError,
+        NoRunBundled,
         build_batch,
+        write_archive,
     )
 
     try:
         with tempfile.TemporaryDirectory(prefix="tileport-batch-") as scratch:
-            bundles = build_batch(
+            batch = build_batch(
                 args.runs, args.out, Path(scratch) / "kernels_rs", time_all_configs=args.time_all
             )
-    except (BatchError, BundleBuildError, LibraryBuildError, OSError) as error:
+        members = write_archive(args.out, args.archive) if args.archive is not None else []
+    except NoRunBundled as error:
         print(f"gpu bundle: {error}", file=sys.stderr)
-        return 1
-    for bundle in bundles:
+        return ExitCode.FAILED
+    except (BatchError, OSError) as error:
+        print(f"gpu bundle: {error}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except (BundleBuildError, LibraryBuildError) as error:
+        print(f"gpu bundle: {error}", file=sys.stderr)
+        return ExitCode.STAGE_FAILED
+    for bundle in batch.bundles:
         print(json.dumps({"bundle": str(bundle.root), "operator": bundle.manifest.operator}))
-    return 0
+    for run in batch.skipped:
+        print(f"gpu bundle: skipped {run.run_dir}: {run.reason}", file=sys.stderr)
+    if args.archive is not None:
+        print(json.dumps({"archive": str(args.archive), "members": len(members)}))
+    return ExitCode.OK
 
 
 def _results_book(args: argparse.Namespace) -> int:
@@ -115,10 +145,10 @@ def _results_book(args: argparse.Namespace) -> int:
         paths = write_book(book, args.out)
     except BookInputError as exc:
         print(f"results-book: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
     except OSError as exc:
         print(f"results-book: cannot write to {args.out}: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
     for path in paths:
         print(f"wrote {path}")
     print(f"overall: {book.overall.geomean_line}")
@@ -126,7 +156,7 @@ def _results_book(args: argparse.Namespace) -> int:
         missing = f"; kernels missing it: {', '.join(target.missing)}" if target.missing else ""
         result = "PASS" if target.passed else "FAIL"
         print(f"target ({target.id}) {target.description}: {result}{missing} ({target.detail})")
-    return 0
+    return ExitCode.OK
 
 
 def _investigate(args: argparse.Namespace) -> int:
@@ -146,7 +176,7 @@ def _investigate(args: argparse.Namespace) -> int:
             print(f"investigate: {exc}", file=sys.stderr)
             failed = True
     if failed:
-        return 2
+        return ExitCode.BAD_INPUT
     for index, (folder, report) in enumerate(reports):
         if index:
             print()
@@ -156,8 +186,8 @@ def _investigate(args: argparse.Namespace) -> int:
                 print(f"wrote {write_investigation(report, folder)}")
             except OSError as exc:
                 print(f"investigate: cannot write into {folder}: {exc}", file=sys.stderr)
-                return 2
-    return 0
+                return ExitCode.BAD_INPUT
+    return ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -173,9 +203,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_arguments(run)
     run.set_defaults(handler=_gpu_run)
     bundle = subparsers.add_parser(
-        "gpu-bundle", help="build the GPU job bundle of an operator in the library"
+        "gpu-bundle",
+        help="build the GPU job bundle of an operator in the library",
+        description="Build the GPU job bundle of SPEC's operator, or with --runs one bundle "
+        "per run stopped at the GPU boundary, all sharing one library (runs stopped "
+        "elsewhere are skipped and listed with where they stopped).",
+        epilog=exit_code_epilog(GPU_BUNDLE_EXITS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_build_arguments(bundle)
+    bundle.add_argument(
+        "--archive",
+        type=Path,
+        metavar="FILE.tar.xz",
+        help="with --runs: also pack OUT and bench/run_bundles.py into FILE for a GPU host "
+        "without a checkout (there: tar -xJf FILE && python3 bench/run_bundles.py "
+        "OUT_NAME/* --out RESULTS)",
+    )
     bundle.set_defaults(handler=_gpu_bundle)
     book = subparsers.add_parser(
         "results-book",

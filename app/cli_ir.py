@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from schemas.exit_codes import ExitCode
 from schemas.export import RustExportRequest
 from tileir.diff import DisassemblyError, diff_files
 from tileir.diff import render_human as render_diff
@@ -53,7 +54,7 @@ def export_command(args: argparse.Namespace) -> int:
     source, separator, kernel = str(args.kernel).rpartition("::")
     if not separator or not source or not kernel:
         print(f"error: expected SOURCE::KERNEL, got {args.kernel!r}")
-        return 2
+        return ExitCode.BAD_INPUT
     try:
         record = export_from_spec(
             args.spec,
@@ -65,23 +66,24 @@ def export_command(args: argparse.Namespace) -> int:
         )
     except ReferenceExportError as err:
         print(f"error: {err.error.one_line()}")
-        return 1
+        return ExitCode.FAILED
     for variant in record.variants:
         files = ", ".join([variant.bytecode, variant.mlir, *variant.cubins.values()])
         print(f"{variant.variant}: {variant.symbol}\n  {files}")
     print(f"wrote {args.out}/export.json")
-    return 0
+    return ExitCode.OK
 
 
 def diff_command(args: argparse.Namespace) -> int:
-    """Exit 0 when exact, 1 when the IRs differ, 2 when an input cannot be read."""
+    """Exit 0 when exact, 1 when the IRs differ, 2 when an input cannot be read
+    (`schemas/exit_codes.py`)."""
     try:
         report = diff_files(args.reference, args.generated)
     except (IRSyntaxError, DisassemblyError, FileNotFoundError) as err:
         print(f"error: {err}")
-        return 2
+        return ExitCode.BAD_INPUT
     print(report.model_dump_json(indent=2) if args.json else render_diff(report))
-    return 0 if report.exact else 1
+    return ExitCode.OK if report.exact else ExitCode.FAILED
 
 
 def sass_command(args: argparse.Namespace) -> int:
@@ -94,7 +96,7 @@ def sass_command(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump() for r in results], indent=2))
     else:
         print("\n".join(render_sass(r) for r in results))
-    return 0 if all(r.identical for r in results) else 1
+    return ExitCode.OK if all(r.identical for r in results) else ExitCode.FAILED
 
 
 def export_rs_command(args: argparse.Namespace) -> int:
@@ -102,6 +104,6 @@ def export_rs_command(args: argparse.Namespace) -> int:
     response = export_once(request)
     if response.ok:
         print(response.ir_text or "", end="")
-        return 0
+        return ExitCode.OK
     print(f"error ({response.error_kind}): {response.error}")
-    return 1
+    return ExitCode.FAILED

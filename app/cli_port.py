@@ -3,7 +3,8 @@
 Writes DIR/kernel.rs, DIR/generated/<config>.mlir (the IR kernel.rs compiles
 to), DIR/reference/ (the reference exports) and DIR/port_report.json; prints
 the verdict, the recovered generics and one line per checked configuration.
-Exit status 0 only for COMPILED.
+Exit codes (`schemas/exit_codes.py`): 0 COMPILED, 2 a bad spec, 3 not COMPILED
+(the stage failed) or the Rust exporter is missing.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ import argparse
 from pathlib import Path
 
 from nodes.kernel_writer.stage import port_kernel
+from schemas.exit_codes import ExitCode, exit_code_epilog
 from schemas.kernel_writer import REPORT_FILE, PortReport, TargetCheck
 from schemas.port_spec import PortSpecError
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.rust_export import ExporterUnavailable
+
+EXIT_MEANINGS = {
+    ExitCode.OK: "the port is COMPILED",
+    ExitCode.BAD_INPUT: "the spec is missing or invalid",
+    ExitCode.STAGE_FAILED: "the port is not COMPILED (the verdict says why), or the Rust "
+    "exporter is missing",
+}
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +32,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "port-kernel",
         help="lift a kernel's Tile IR into cutile-rs and prove it (IR diff and SASS)",
         description=__doc__,
+        epilog=exit_code_epilog(EXIT_MEANINGS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     port.add_argument("spec", type=Path, help="the kernel's <name>.port.yaml")
@@ -59,14 +69,15 @@ def port_command(args: argparse.Namespace) -> int:
         report = port_kernel(args.spec, args.out)
     except PortSpecError as err:
         print(err)
-        return 2
+        return ExitCode.BAD_INPUT
     except ExporterUnavailable as err:
         print(f"error: {err}")
-        return 2
+        return ExitCode.STAGE_FAILED
     print(report.model_dump_json(indent=2) if args.json else render(report))
     if not args.json:
         print(f"report: {args.out / REPORT_FILE}")
-    return 0 if report.verdict is KernelWriterVerdict.COMPILED else 1
+    compiled = report.verdict is KernelWriterVerdict.COMPILED
+    return ExitCode.OK if compiled else ExitCode.STAGE_FAILED
 
 
 def _sass_state(target: TargetCheck) -> str:

@@ -6,11 +6,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from nodes.spec_writer.writer import read_signature_hints, write_specs
+from nodes.spec_writer.writer import (
+    WrittenSpec,
+    outside_source_root,
+    read_signature_hints,
+    write_specs,
+)
+from schemas.exit_codes import ExitCode, exit_code_epilog
 from schemas.launch_capture import LaunchRecordError, read_launch_records
 from toolchain.source_tree import SourceTreeError
 
-USAGE_ERROR = 2
+EXIT_MEANINGS = {
+    ExitCode.OK: "a spec for every selected kernel whose file lies under --source-root "
+    "(kernels outside it are listed as skipped)",
+    ExitCode.FAILED: "some kernel got no spec (each is listed with the reason): a kernel "
+    "under --source-root whose spec could not be written, a kernel named by --kernel "
+    "whatever the reason, or no kernel at all",
+    ExitCode.BAD_INPUT: "LAUNCHES unreadable or malformed, --source-root not a folder, or a "
+    "--kernel no record names; nothing is written",
+}
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,12 +33,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="write one port spec per kernel from recorded launches",
         description="Write one port spec per @ct.kernel named in LAUNCHES (JSON lines from "
         "`tileport capture`) into --out; the kernels are read from the unmodified library "
-        "under --source-root. Hints come from the records, or from a signatures.jsonl beside "
-        "LAUNCHES. Exit 1 when some kernel got no spec (each is listed with the reason).",
+        "under --source-root. A kernel whose recorded file lies outside --source-root is "
+        "skipped and listed with the reason. Each spec names the source root by its "
+        "absolute path, so a copy of it elsewhere still finds the library. Hints come from "
+        "the records, or from a signatures.jsonl beside LAUNCHES.",
+        epilog=exit_code_epilog(EXIT_MEANINGS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     specs.add_argument("launches", type=Path, metavar="LAUNCHES.jsonl")
     specs.add_argument("--source-root", required=True, type=Path, help="e.g. tilegym/src")
     specs.add_argument("--out", required=True, type=Path, help="folder for <name>.port.yaml")
+    specs.add_argument(
+        "--kernel",
+        action="append",
+        metavar="NAME",
+        help="write specs for the kernels of this name only (repeatable; default: every "
+        "kernel in LAUNCHES)",
+    )
     specs.add_argument(
         "--signatures",
         type=Path,
@@ -37,6 +62,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "float element type, ragged extents), each kept only if the reference compiles it "
         "(needs the sandbox): the port is then proven for them",
     )
+    specs.add_argument(
+        "--relative-source-root",
+        action="store_true",
+        help="name the source root relative to --out instead, for specs that travel with "
+        "the library (a service's SOURCE_ROOT takes no absolute path)",
+    )
     specs.set_defaults(handler=specs_command)
 
 
@@ -45,10 +76,21 @@ def specs_command(args: argparse.Namespace) -> int:
         records = read_launch_records(args.launches)
     except LaunchRecordError as error:
         print(f"tileport specs: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return ExitCode.BAD_INPUT
     except OSError as error:
         print(f"tileport specs: cannot read {args.launches}: {error.strerror}", file=sys.stderr)
-        return USAGE_ERROR
+        return ExitCode.BAD_INPUT
+    unknown = sorted(set(args.kernel or ()) - {record.kernel for record in records})
+    if unknown:
+        recorded = ", ".join(sorted({record.kernel for record in records})) or "none"
+        print(
+            f"tileport specs: no record of kernel {', '.join(unknown)} in {args.launches} "
+            f"(its kernels: {recorded})",
+            file=sys.stderr,
+        )
+        return ExitCode.BAD_INPUT
+    selected = [r for r in records if args.kernel is None or r.kernel in args.kernel]
+    inside, skipped = outside_source_root(selected, args.source_root)
     signatures = args.signatures or args.launches.parent / "signatures.jsonl"
     try:
         written, problems = write_specs(
@@ -57,10 +99,38 @@ def specs_command(args: argparse.Namespace) -> int:
             args.out,
             read_signature_hints(signatures),
             widen=args.classes,
+            relative_source_root=args.relative_source_root,
+            kernels={(record.file, record.kernel) for record in inside},
         )
     except SourceTreeError as error:
         print(f"tileport specs: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        return ExitCode.BAD_INPUT
+    _print_written(written)
+    for problem in problems:
+        print(f"no spec: {problem}", file=sys.stderr)
+    for reason in skipped:
+        print(f"skipped: {reason}", file=sys.stderr)
+    print(
+        f"wrote {len(written)} spec(s) to {args.out}; {len(problems)} kernel(s) without one, "
+        f"{len(skipped)} skipped",
+        file=sys.stderr,
+    )
+    return exit_code(written, problems, skipped, named=args.kernel is not None)
+
+
+def exit_code(
+    written: list[WrittenSpec], problems: list[str], skipped: list[str], *, named: bool
+) -> ExitCode:
+    """FAILED when a kernel the user asked for got no spec: any kernel under the
+    source root whose spec failed, a kernel named by --kernel even when its file is
+    outside the root, or nothing written at all. Kernels outside the root that were
+    only in the records, not named, are skipped without failing the command."""
+    if problems or not written or (named and skipped):
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def _print_written(written: list[WrittenSpec]) -> None:
     for spec in written:
         grid = " (grid picked per configuration)" if spec.grid_literal else ""
         print(
@@ -71,7 +141,3 @@ def specs_command(args: argparse.Namespace) -> int:
             print(f"  classes added: {', '.join(spec.classes)}")
         for why in spec.dropped_classes:
             print(f"  class not added: {why}")
-    for problem in problems:
-        print(f"no spec: {problem}", file=sys.stderr)
-    print(f"wrote {len(written)} spec(s) to {args.out}", file=sys.stderr)
-    return 1 if problems else 0

@@ -11,7 +11,8 @@
 # kernel converted by an earlier call is kept), WORK/convert.tsv (kernel, exit
 # code, seconds; 4 is the expected one: awaiting a GPU), WORK/bundles (tileport
 # gpu-bundle --runs of every run awaiting a GPU: one library, one bundle each) and
-# WORK/bundles.tar.xz. With KERNEL names, only those are converted.
+# WORK/bundles.tar.xz (the bundles and bench/run_bundles.py). With KERNEL names, only
+# those are converted.
 # On the GPU host: tar -xJf bundles.tar.xz && python3 bench/run_bundles.py bundles/* --out OUT
 set -euo pipefail
 
@@ -56,6 +57,6 @@ while IFS=$'\t' read -r kernel code _; do
         waiting+=("$work/runs/$kernel")
     fi
 done < "$work/convert.tsv"
-tileport gpu-bundle --runs "${waiting[@]}" --out "$work/bundles" --time-all
-tar -C "$work" -cJf "$work/bundles.tar.xz" bundles
+tileport gpu-bundle --runs "${waiting[@]}" --out "$work/bundles" --time-all \
+    --archive "$work/bundles.tar.xz"
 du -h "$work/bundles.tar.xz"

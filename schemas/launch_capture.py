@@ -152,7 +152,11 @@ class LaunchRecord(_Strict):
 
     test: str | None = Field(description="The pytest id that launched it; None outside pytest.")
     kernel: str = Field(min_length=1)
-    file: str = Field(min_length=1, description="Relative to the sys.path entry holding it.")
+    file: str = Field(
+        min_length=1,
+        description="Relative to the capture's --source-root (absolute outside it); without "
+        "one, relative to the sys.path entry holding it.",
+    )
     line: StrictInt = Field(ge=1, description="First line of the definition (its first decorator).")
     grid: tuple[StrictInt, StrictInt, StrictInt]
     params: list[str]

@@ -513,8 +513,9 @@ class PortSpec(_Strict):
     source_root: str | None = Field(
         None,
         min_length=1,
-        description="A directory on the library's Python path (TileGym's src/), relative to "
-        "the spec; with `module`, the kernel is taken from the unmodified library.",
+        description="A directory on the library's Python path (TileGym's src/), absolute "
+        "or relative to the spec; with `module`, the kernel is taken from the unmodified "
+        "library.",
         json_schema_extra=SPEC_PATH,
     )
     module: Annotated[str, Field(pattern=MODULE_NAME)] | None = Field(

@@ -13,6 +13,7 @@ from typing import get_args
 import pytest
 
 from schemas import verdicts
+from schemas.exit_codes import EXIT_MEANINGS
 from schemas.kernel_writer import COMPILED_LEVELS, GPU_DECIDED_LEVELS, SamenessLevel
 from schemas.pipeline import Stage
 from toolchain.env import REPO_ROOT
@@ -86,6 +87,27 @@ def test_the_pipeline_doc_defines_the_levels_and_compiled_as_the_code_does() -> 
     assert compiled is not None
     named = re.findall(r"`([a-z-]+)`", compiled.group(1))
     assert named == [*COMPILED_LEVELS, *GPU_DECIDED_LEVELS]
+
+
+def compiled_definition() -> str:
+    """docs/PIPELINE.md's definition of COMPILED, its words in order."""
+    text = PIPELINE.read_text()
+    found = re.search(r"\*\*COMPILED\*\* means .*?A/A band\.", text, re.S)
+    assert found is not None
+    return " ".join(found.group(0).split())
+
+
+def test_the_kernel_writer_doc_quotes_the_one_definition_of_compiled() -> None:
+    quoted = (REPO_ROOT / "docs" / "KERNEL_WRITER.md").read_text()
+    unquoted = " ".join(line.removeprefix("> ") for line in quoted.splitlines())
+    assert compiled_definition() in " ".join(unquoted.split())
+
+
+def test_the_exit_code_table_is_the_codes() -> None:
+    """docs/CONVERT.md's table of every command's exit codes says what the code does."""
+    text = (REPO_ROOT / "docs" / "CONVERT.md").read_text().split("\n## Exit codes\n", 1)[1]
+    rows = re.findall(r"^\| (\d) \| (.*) \|$", text.split("\n## ", 1)[0], re.M)
+    assert rows == [(str(int(code)), meaning) for code, meaning in EXIT_MEANINGS.items()]
 
 
 def test_the_pipeline_doc_lists_stages_in_execution_order() -> None:

@@ -30,7 +30,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from schemas.launch_capture import LaunchRecord, LaunchRecordError, read_launch_records
-from toolchain.launch_hook import DIR_VARIABLE
+from toolchain.launch_hook import DIR_VARIABLE, SOURCE_ROOT_VARIABLE
 
 HOOK_SOURCE: Final = Path(__file__).with_name("launch_hook.py")
 IMPORT_CHECK_TIMEOUT_S: Final = 300
@@ -89,10 +89,17 @@ class CaptureSummary:
 
 
 def run_capture(
-    command: Sequence[str], out: Path, *, append: bool = False, check_import: bool = True
+    command: Sequence[str],
+    out: Path,
+    *,
+    append: bool = False,
+    check_import: bool = True,
+    source_root: Path | None = None,
 ) -> CaptureSummary:
     """Run `command` recording its launches into `out`; raises `CaptureError`
-    before running anything when the command or the output is unusable."""
+    before running anything when the command or the output is unusable. With
+    `source_root`, kernel files are recorded relative to it (absolute outside it),
+    wherever the command runs from."""
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -101,6 +108,11 @@ def run_capture(
     existing = _check_output(out, append)
     _resolve(argv[0])
     env = dict(os.environ)
+    env.pop(SOURCE_ROOT_VARIABLE, None)
+    if source_root is not None:
+        if not source_root.is_dir():
+            raise CaptureError(f"the source root {source_root} is not a directory")
+        env[SOURCE_ROOT_VARIABLE] = os.path.realpath(source_root)
     if check_import:
         _check_cuda_tile(argv, env)
     with tempfile.TemporaryDirectory(prefix="tileport-capture-") as scratch:

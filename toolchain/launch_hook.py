@@ -35,6 +35,9 @@ from types import ModuleType
 from typing import Any
 
 DIR_VARIABLE = "TILEPORT_CAPTURE_DIR"
+# The capture's --source-root (resolved), when it was given: files are recorded
+# relative to it, or absolute outside it.
+SOURCE_ROOT_VARIABLE = "TILEPORT_CAPTURE_SOURCE_ROOT"
 TARGET_MODULE = "cuda.tile"
 INTEGER_DTYPES = frozenset(
     {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
@@ -65,8 +68,9 @@ _TYPESTR_DTYPES = {
 class _Recorder:
     """One process's sink: a file of its own, the launches it already wrote."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, source_root: str | None) -> None:
         self.folder = folder
+        self.source_root = source_root
         self.lock = threading.Lock()
         self.local = threading.local()
         self.seen: set[str] = set()
@@ -157,23 +161,32 @@ def _test_id() -> str | None:
 
 
 def _place(function: Any) -> tuple[str, int]:
-    """The defining file, relative to the nearest sys.path entry holding it, and
-    the first line of the definition (its first decorator's, as Python counts)."""
+    """The defining file (`recorded_file`) and the first line of the definition
+    (its first decorator's, as Python counts)."""
     assert _recorder is not None
     code = function.__code__
     cached = _recorder.places.get(code)
     if cached is not None:
         return cached
-    path = os.path.realpath(code.co_filename)
+    file = recorded_file(os.path.realpath(code.co_filename), _recorder.source_root)
+    place = (file.replace(os.sep, "/"), int(code.co_firstlineno))
+    _recorder.places[code] = place
+    return place
+
+
+def recorded_file(path: str, source_root: str | None) -> str:
+    """A kernel's file as its record names it: relative to the capture's source root,
+    absolute outside it; without a source root, relative to the nearest sys.path
+    entry holding it (the script's own folder for a script run from a subfolder)."""
+    if source_root is not None:
+        inside = path.startswith(source_root.rstrip(os.sep) + os.sep)
+        return os.path.relpath(path, source_root) if inside else path
     best = ""
     for entry in sys.path:
         root = os.path.realpath(str(entry) or os.getcwd())
         if path.startswith(root.rstrip(os.sep) + os.sep) and len(root) > len(best):
             best = root
-    relative = os.path.relpath(path, best) if best else path
-    place = (relative.replace(os.sep, "/"), int(code.co_firstlineno))
-    _recorder.places[code] = place
-    return place
+    return os.path.relpath(path, best) if best else path
 
 
 def _argument(value: Any) -> dict[str, Any]:
@@ -509,7 +522,7 @@ def _start() -> None:
     folder = os.environ.get(DIR_VARIABLE)
     if not folder or not os.path.isdir(folder):
         return
-    _recorder = _Recorder(folder)
+    _recorder = _Recorder(folder, os.environ.get(SOURCE_ROOT_VARIABLE) or None)
     os.register_at_fork(after_in_child=_recorder.after_fork)
     atexit.register(_recorder.finish)
     if TARGET_MODULE in sys.modules:

@@ -257,7 +257,10 @@ class SourceTree:
 
     def module_of(self, file: Path) -> str:
         """The dotted name of a file under the root."""
-        relative = file.resolve().relative_to(self.root)
+        resolved = file.resolve()
+        if not resolved.is_relative_to(self.root):
+            raise SourceTreeError(f"{file} is outside the source root {self.root}", file)
+        relative = resolved.relative_to(self.root)
         parts = list(relative.with_suffix("").parts)
         if parts and parts[-1] == "__init__":
             parts.pop()

@@ -46,9 +46,11 @@ from nodes.host_builder.library import (
     load_wrapper,
     read_manifest,
 )
+from schemas.exit_codes import ExitCode
 from schemas.gpu import LIBRARY_FILE, WRAPPER_MODULE, BundleFile, BundleManifest
 from schemas.port_spec import (
     PortSpec,
+    PortSpecError,
     kernel_parameter_order,
     load_port_spec,
     spec_relative,
@@ -308,7 +310,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_from_args(args: argparse.Namespace) -> int:
-    """Bundles an operator of the checkout's library, built in a temporary workspace."""
+    """Bundles an operator of the checkout's library, built in a temporary workspace;
+    returns the exit code (`schemas/exit_codes.py`)."""
     try:
         with tempfile.TemporaryDirectory(prefix="tileport-bundle-") as scratch:
             built = build_bundle(
@@ -324,9 +327,13 @@ def build_from_args(args: argparse.Namespace) -> int:
                 torch_equivalent=None if args.torch_equivalent == "none" else args.torch_equivalent,
                 time_all_configs=args.time_all,
             )
-    except (BundleBuildError, LibraryBuildError, ValueError, OSError) as exc:
+    except (PortSpecError, OSError) as exc:
         print(f"gpu bundle: {exc}", file=sys.stderr)
-        return 1
+        return ExitCode.BAD_INPUT
+    except (BundleBuildError, LibraryBuildError, ValueError) as exc:
+        # ValueError: the port cannot be bound (BindingError, RustSourceError).
+        print(f"gpu bundle: {exc}", file=sys.stderr)
+        return ExitCode.STAGE_FAILED
     print(
         json.dumps(
             {
@@ -337,7 +344,7 @@ def build_from_args(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> int:

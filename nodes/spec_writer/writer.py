@@ -30,7 +30,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -136,6 +136,39 @@ def group_by_kernel(records: Iterable[LaunchRecord]) -> list[KernelLaunches]:
     return list(groups.values())
 
 
+def recorded_module(tree: SourceTree, file: str) -> str:
+    """The dotted name of a record's kernel file under the source root; where the
+    file is not there, the error names the recorded file, the root and the path tried."""
+    path = tree.root / file
+    module = tree.module_of(path)
+    if not path.is_file():
+        raise SpecWriteError(
+            f"no module {module!r} under the source root {tree.root}: the recorded file "
+            f"{file} is not at {path} (`tileport capture --source-root` records files "
+            "relative to that folder; without it, relative to the sys.path entry that "
+            "held them)"
+        )
+    return module
+
+
+def outside_source_root(
+    records: Iterable[LaunchRecord], source_root: Path
+) -> tuple[list[LaunchRecord], list[str]]:
+    """The records whose kernel file lies under `source_root`, and one line per kernel
+    whose file lies outside it (absolute elsewhere, or leading out of it), saying so."""
+    root = source_root.resolve()
+    inside: list[LaunchRecord] = []
+    outside: dict[tuple[str, str], str] = {}
+    for record in records:
+        if (root / record.file).resolve().is_relative_to(root):
+            inside.append(record)
+        else:
+            outside[(record.file, record.kernel)] = (
+                f"{record.file}::{record.kernel}: its file is outside the source root {root}"
+            )
+    return inside, list(outside.values())
+
+
 def parse_hints(text: str | None) -> dict[str, dict[str, int]]:
     """`<default = {occupancy = 2}, sm_80 = {...}>` -> {"default": {"occupancy": 2}, ...}."""
     if not text:
@@ -207,7 +240,7 @@ class KernelSpec:
         self.producers: ProducerPlan | None = None
         self.launches = launches
         self.records = launches.records
-        self.module = tree.module_of(tree.root / launches.file)
+        self.module = recorded_module(tree, launches.file)
         self.kernel = launches.kernel
         kernel_def = tree.kernel(self.module, self.kernel)
         self.params = self.records[0].params
@@ -630,7 +663,7 @@ class KernelSpec:
         high = min(int(t.max or 0) for _, t in ranged) + 1
         return {"kind": "randint", "low": low, "high": high} if high > low else None
 
-    def build(self, out: Path, name: str) -> dict[str, Any]:
+    def build(self, source_root: str, name: str) -> dict[str, Any]:
         roles = array_roles(self.tree, self.module, self.kernel, self.arrays)
         reads = {n for n in self.arrays if roles[n] != "out" and n not in self.lists}
         self.producers = (
@@ -666,7 +699,7 @@ class KernelSpec:
             "name": name,
             "description": f"{self.kernel} of {self.module}, from {len(self.records)} "
             "recorded launch(es).",
-            "source_root": os.path.relpath(self.tree.root, out),
+            "source_root": source_root,
             "module": self.module,
             "kernel": self.kernel,
             "reference_backend": "cutile_python",
@@ -982,18 +1015,31 @@ def write_specs(
     signature_hints: dict[str, str] | None = None,
     literal_constants: Mapping[tuple[str, str], Iterable[str]] | None = None,
     widen: bool = False,
+    relative_source_root: bool = False,
+    kernels: Collection[tuple[str, str]] | None = None,
 ) -> tuple[list[WrittenSpec], list[str]]:
-    """One spec per kernel into `out`; also the problems of kernels that got none.
+    """One spec per kernel into `out` (per (file, kernel) of `kernels` when given: the
+    other records still give a stage its producer launches); also the problems of
+    kernels that got none.
     `literal_constants`, by (module, kernel): the constants its port's entries are
     specialised to (a first port's report says), every recorded set of which then
     gets a configuration. `widen`: add the specialisation classes the records lack
-    (`classes`), each checked against the reference's own export."""
+    (`classes`), each checked against the reference's own export. A spec names the
+    source root by its absolute path, so that a copy of it elsewhere still finds the
+    library; `relative_source_root` names it relative to `out` instead, for specs
+    that travel together with the library (a service's SOURCE_ROOT takes no
+    absolute path)."""
     tree = SourceTree(source_root)
     out.mkdir(parents=True, exist_ok=True)
+    root_text = (
+        os.path.relpath(tree.root, out.resolve()) if relative_source_root else str(tree.root)
+    )
     written: list[WrittenSpec] = []
     problems: list[str] = []
     taken: set[str] = set()
     for launches in group_by_kernel(records):
+        if kernels is not None and (launches.file, launches.kernel) not in kernels:
+            continue
         try:
             kernel = KernelSpec(tree, launches, signature_hints or {}, records, widen)
             if signature_hints:
@@ -1001,7 +1047,7 @@ def write_specs(
             literal = (literal_constants or {}).get((kernel.module, kernel.kernel), ())
             kernel.literal_constants = tuple(n for n in kernel.constants if n in set(literal))
             name = _spec_name(kernel.kernel, kernel.module, taken)
-            data = kernel.build(out.resolve(), name)
+            data = kernel.build(root_text, name)
             path = out / f"{name}.port.yaml"
             text = _yaml(data, launches)
             parse_port_spec(yaml.safe_load(text), path)

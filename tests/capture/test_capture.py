@@ -123,6 +123,23 @@ def test_append_skips_launches_already_recorded(fake_cuda_tile: None, tmp_path: 
     assert replaced.records_in_file == 7 and len(read_launch_records(out)) == 7
 
 
+def test_files_are_recorded_relative_to_the_source_root(
+    fake_cuda_tile: None, tmp_path: Path
+) -> None:
+    # The script runs from its subfolder, which Python puts first on sys.path: without
+    # a source root its kernels are recorded relative to that folder ("launches.py").
+    command = [sys.executable, str(SCRIPT)]
+    inside = run_capture(command, tmp_path / "inside.jsonl", source_root=REPO)
+    [scale, *_] = _by_kernel(read_launch_records(tmp_path / "inside.jsonl"), "scale")
+    assert inside.exit_code == 0 and scale.file == "tests/capture/scripts/launches.py"
+    # A kernel outside the source root is recorded by its absolute path.
+    run_capture(command, tmp_path / "outside.jsonl", source_root=tmp_path)
+    [scale, *_] = _by_kernel(read_launch_records(tmp_path / "outside.jsonl"), "scale")
+    assert scale.file == str(SCRIPT.resolve())
+    with pytest.raises(CaptureError, match="is not a directory"):
+        run_capture(command, tmp_path / "l.jsonl", source_root=tmp_path / "missing")
+
+
 def test_the_full_cli_registers_capture(fake_cuda_tile: None, tmp_path: Path) -> None:
     pytest.importorskip("langgraph", reason="the full CLI needs the pipeline's dependencies")
     from app.cli import build_parser

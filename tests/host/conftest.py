@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +32,9 @@ from nodes.host_builder.rust_entry import parse_kernel_source
 from schemas.gpu import LibraryManifest, LibraryOperator
 from schemas.port_spec import load_port_spec
 from toolchain.env import KERNELS_RS, cargo_target_dir, toolchain_env
+
+# The scripted pipeline of tests/graph makes the run directories `gpu-bundle --runs` reads.
+sys.path.insert(0, str(Path(__file__).parent.parent / "graph"))
 
 DATA = Path(__file__).parent / "data"
 LIST_SPEC = DATA / "pick_rows.port.yaml"

@@ -16,6 +16,7 @@ from app import cli_port
 from nodes.kernel_writer import run
 from nodes.kernel_writer.module import EntryCode
 from nodes.kernel_writer.stage import KERNEL_FILE, _Lifted, _Porter, port_kernel
+from schemas.exit_codes import ExitCode
 from schemas.kernel_writer import REPORT_FILE, ConfigCheck, PortReport, TargetCheck
 from schemas.reports import KernelWriterReport
 from schemas.state import PipelineState
@@ -173,14 +174,14 @@ def test_cli_reports_json_and_exit_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = run_cli(str(FIXTURES / "polar_angle.port.yaml"), "--out", str(tmp_path), "--json")
-    assert code == 1
+    assert code == ExitCode.STAGE_FAILED  # as in tileport convert
     assert json.loads(capsys.readouterr().out)["verdict"] == "BLOCKED"
 
 
 def test_cli_rejects_a_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "bad.port.yaml"
     spec.write_text("spec_version: 1\nname: bad\n")
-    assert run_cli(str(spec), "--out", str(tmp_path / "out")) == 2
+    assert run_cli(str(spec), "--out", str(tmp_path / "out")) == ExitCode.BAD_INPUT
     assert "invalid port spec" in capsys.readouterr().out
 
 

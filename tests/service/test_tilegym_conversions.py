@@ -48,7 +48,10 @@ def library(context: ServiceContext, tmp_path: Path) -> Path:
         if r.kernel.strip("_") in KERNELS
     ]
     hints = read_signature_hints(LAUNCHES / "signatures.jsonl")
-    written, problems = write_specs(records, root / "tilegym-src", root / "specs", hints)
+    # Relative: the service takes a spec's source_root only as a path under SOURCE_ROOT.
+    written, problems = write_specs(
+        records, root / "tilegym-src", root / "specs", hints, relative_source_root=True
+    )
     assert problems == [] and len(written) == len(KERNELS)
     context.settings.source_root = root
     context.settings.no_gpu = True

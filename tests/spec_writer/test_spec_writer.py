@@ -6,6 +6,7 @@ records say, and export (the kernel sliced out of the unmodified package)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import build_parser
 from nodes.spec_writer.grid import grid_expression
 from nodes.spec_writer.writer import parse_hints, write_specs
+from schemas.exit_codes import ExitCode
 from schemas.launch_capture import LaunchRecord
-from schemas.port_spec import load_port_spec
+from schemas.port_spec import kernel_parameter_order, load_port_spec, spec_relative
 from toolchain.reference_export import export_from_spec
 
 TYPES = """\
@@ -208,6 +211,94 @@ def test_a_kernel_whose_module_is_missing(library: Path, tmp_path: Path) -> None
     moved = RECORDS[0].model_copy(update={"file": "mylib/ops/gone.py"})
     written, problems = write_specs([moved], library, tmp_path / "specs")
     assert written == [] and "no module 'mylib.ops.gone' under the source root" in problems[0]
+
+
+def test_a_file_recorded_relative_to_another_folder_says_where_it_was_looked_for(
+    library: Path, tmp_path: Path
+) -> None:
+    # A script run from mylib/ records its kernel's file relative to that folder.
+    moved = RECORDS[0].model_copy(update={"file": "ops/rows.py"})
+    written, problems = write_specs([moved], library, tmp_path / "specs")
+    assert written == [] and "no module 'ops.rows' under the source root" in problems[0]
+    assert (
+        f"the recorded file ops/rows.py is not at {library.resolve()}/ops/rows.py" in (problems[0])
+    )
+    assert "tileport capture --source-root" in problems[0]
+
+
+def test_an_absolute_file_under_the_root_is_found_and_one_outside_it_refused(
+    library: Path, tmp_path: Path
+) -> None:
+    absolute = RECORDS[0].model_copy(update={"file": str(library / "mylib/ops/rows.py")})
+    written, problems = write_specs([absolute], library, tmp_path / "specs")
+    assert problems == [] and written[0].module == "mylib.ops.rows"
+    elsewhere = tmp_path / "elsewhere" / "rows.py"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(KERNELS)
+    outside = RECORDS[0].model_copy(update={"file": str(elsewhere)})
+    written, problems = write_specs([outside], library, tmp_path / "specs")
+    assert written == [] and f"{elsewhere} is outside the source root" in problems[0]
+
+
+def test_a_copied_spec_still_finds_its_library(library: Path, tmp_path: Path) -> None:
+    written, _ = write_specs(RECORDS, library, tmp_path / "specs")
+    copy = tmp_path / "elsewhere" / "deeper" / written[0].path.name
+    copy.parent.mkdir(parents=True)
+    shutil.copyfile(written[0].path, copy)
+    spec = load_port_spec(copy)
+    assert spec.source_root == str(library.resolve())
+    assert spec_relative(copy, spec.source) == library.resolve() / "mylib/ops/rows.py"
+    assert kernel_parameter_order(spec, copy) == ["x", "idx", "out", "n", "BLOCK", "SCALE"]
+    # Relative on request: for specs that travel with the library.
+    relative, _ = write_specs(RECORDS, library, tmp_path / "together", relative_source_root=True)
+    assert load_port_spec(relative[0].path).source_root == "../src"
+
+
+def elsewhere_record(tmp_path: Path) -> LaunchRecord:
+    """A launch of a kernel outside the library (a test helper's own kernel)."""
+    helper = tmp_path / "tests_of_mine" / "fill.py"
+    helper.parent.mkdir(exist_ok=True)
+    helper.write_text(FILL)
+    return fill_record(16).model_copy(update={"file": str(helper)})
+
+
+def specs_cli(launches: Path, library: Path, out: Path, *kernels: str) -> int:
+    argv = ["specs", str(launches), "--source-root", str(library), "--out", str(out)]
+    args = build_parser().parse_args([*argv, *(f"--kernel={k}" for k in kernels)])
+    code: int = args.handler(args)
+    return code
+
+
+def test_specs_select_kernels_and_skip_those_outside_the_root(
+    library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    launches = tmp_path / "launches.jsonl"
+    records = [*RECORDS, *FILL_RECORDS, elsewhere_record(tmp_path)]
+    launches.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    # Every kernel: the one outside the root is listed as skipped, and is no failure.
+    assert specs_cli(launches, library, tmp_path / "all") == ExitCode.OK
+    err = capsys.readouterr().err
+    assert f"skipped: {tmp_path}/tests_of_mine/fill.py::fill_rows: its file is outside" in err
+    assert "wrote 2 spec(s)" in err and "1 skipped" in err
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == [
+        "fill_rows.port.yaml",
+        "gather_rows.port.yaml",
+    ]
+    # --kernel selects.
+    assert specs_cli(launches, library, tmp_path / "one", "gather_rows") == ExitCode.OK
+    assert [p.name for p in (tmp_path / "one").iterdir()] == ["gather_rows.port.yaml"]
+    # A selected kernel that got no spec fails the command, even beside one written.
+    moved = RECORDS[0].model_copy(update={"file": "ops/rows.py"})
+    launches.write_text("".join(r.model_dump_json() + "\n" for r in [moved, *FILL_RECORDS]))
+    assert specs_cli(launches, library, tmp_path / "two") == ExitCode.FAILED
+    assert "no spec: ops/rows.py::gather_rows: no module 'ops.rows'" in capsys.readouterr().err
+    # Named, a kernel outside the root fails too; only skipped ones, nothing written.
+    launches.write_text(elsewhere_record(tmp_path).model_dump_json() + "\n")
+    assert specs_cli(launches, library, tmp_path / "three", "fill_rows") == ExitCode.FAILED
+    assert specs_cli(launches, library, tmp_path / "three") == ExitCode.FAILED
+    # A name no record holds is bad input.
+    assert specs_cli(launches, library, tmp_path / "four", "nope") == ExitCode.BAD_INPUT
+    assert "no record of kernel nope" in capsys.readouterr().err
 
 
 def test_records_that_disagree_with_the_source(library: Path, tmp_path: Path) -> None:

@@ -14,9 +14,12 @@ from pipeline_script import ScriptedStages, Step, spec_file
 from stage_support import EXAMPLES
 
 from app import cli_convert
-from app.cli_convert import ExitCode, convert, register
+from app.cli_convert import convert, register
 from graph.stages import StageNodes, StageNotImplemented
 from nodes import analyzer, preflight
+from nodes.host_builder import library
+from nodes.host_builder import stage as host_stage
+from schemas.exit_codes import ExitCode
 from schemas.pipeline import RunOptions, Stage
 from schemas.state import PipelineState, StageResult
 
@@ -51,7 +54,7 @@ def scripted(script: dict[Stage, list[Step]] | None = None) -> StageNodes:
 
 def test_gate_pass_is_zero_with_one_line_per_stage(tmp_path: Path) -> None:
     code, out, _ = run_cli(spec_file(tmp_path), tmp_path / "run", scripted())
-    assert code == ExitCode.GATE_PASS == 0
+    assert code == ExitCode.OK == 0
     lines = out.splitlines()
     assert lines[0].startswith("converting ")
     assert [line.split()[0] for line in lines[1:7]] == [
@@ -69,12 +72,15 @@ def test_gate_pass_is_zero_with_one_line_per_stage(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
-        ({Stage.PREFLIGHT: [Step("BLOCKED")]}, ExitCode.STOPPED),
-        ({Stage.ANALYZER: [Step("BLOCKED")]}, ExitCode.STOPPED),
+        ({Stage.PREFLIGHT: [Step("BLOCKED")]}, ExitCode.STAGE_FAILED),
+        ({Stage.ANALYZER: [Step("BLOCKED")]}, ExitCode.STAGE_FAILED),
         ({Stage.ANALYZER: [Step("FAIL_FIXABLE")]}, ExitCode.BAD_INPUT),
-        ({Stage.HOST_BUILDER: [Step("BLOCKED", "env")]}, ExitCode.GPU_BOUNDARY),
-        ({Stage.PERF_VALIDATOR: [Step("INVESTIGATE")]}, ExitCode.GATE_FAIL),
-        ({Stage.KERNEL_WRITER: [Step("FAIL_COMPILE")]}, ExitCode.STOPPED),
+        ({Stage.HOST_BUILDER: [Step("BLOCKED", "env")]}, ExitCode.AWAITING_GPU),
+        ({Stage.PERF_VALIDATOR: [Step("INVESTIGATE")]}, ExitCode.FAILED),
+        ({Stage.KERNEL_WRITER: [Step("FAIL_COMPILE")]}, ExitCode.STAGE_FAILED),
+        # The library does not build, twice: the routing completes the run, but
+        # nothing ran on a GPU, so the failure is the stage's.
+        ({Stage.HOST_BUILDER: [Step("FAIL", "host")] * 2}, ExitCode.STAGE_FAILED),
     ],
 )
 def test_exit_code_per_outcome(
@@ -85,11 +91,48 @@ def test_exit_code_per_outcome(
     assert out.rstrip().endswith(f"exit {int(expected)}: {cli_convert.EXIT_MEANINGS[expected]}")
 
 
+UNBINDABLE_PORT = """\
+#[cutile::module]
+pub mod softmax_port {
+    use cutile::core::*;
+
+    #[cutile::entry()]
+    unsafe fn softmax_kernel<const TILE_N: i32>(x: *mut f32, x_rows: i32) {}
+}
+"""
+
+
+def test_a_binding_failure_is_a_stage_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real host builder on a port whose entry takes too few parameters:
+    binding.py refuses it (BindingError), the routing sends the run to the IR-diff
+    analyst and completes it, and the exit is 3 as for any stage before the GPU."""
+    base = scripted()
+
+    def unbindable_port(state: PipelineState) -> StageResult:
+        result = base.for_stage(Stage.KERNEL_WRITER)(state)
+        state.layout().kernel_rs.write_text(UNBINDABLE_PORT)
+        return result
+
+    # The checkout's workspace, copied without the library lock a build elsewhere may
+    # hold for minutes: binding fails before anything is built.
+    monkeypatch.setattr(host_stage, "create_workspace", library._copy_checkout)
+    real = {"kernel_writer": unbindable_port, "host_builder": host_stage.run}
+    nodes = StageNodes(**{**{s.value: base.for_stage(s) for s in Stage}, **real})
+    code, out, _ = run_cli(EXAMPLES / "softmax.port.yaml", tmp_path / "run", nodes, as_json=True)
+    summary = json.loads(out)
+    host = next(s for s in summary["stages"] if s["stage"] == "host_builder")
+    assert (host["verdict"], host["verdict_class"]) == ("FAIL", "kernel")
+    assert "entry softmax_kernel takes 2 parameters" in host["summary"]
+    assert code == summary["exit_code"] == ExitCode.STAGE_FAILED
+
+
 def test_json_summary_is_machine_readable(tmp_path: Path) -> None:
     script = {Stage.HOST_BUILDER: [Step("BLOCKED", "env")]}
     code, out, err = run_cli(spec_file(tmp_path), tmp_path / "run", scripted(script), as_json=True)
     summary = json.loads(out)  # stdout holds the JSON only
-    assert code == summary["exit_code"] == ExitCode.GPU_BOUNDARY
+    assert code == summary["exit_code"] == ExitCode.AWAITING_GPU
     assert summary["reached_gpu_boundary"] is True
     assert summary["outcome"] == "stop" and summary["gate_verdict"] == "AWAITING_GPU"
     assert [s["stage"] for s in summary["stages"]][-2:] == ["host_builder", "final_gate"]
@@ -113,7 +156,7 @@ def test_a_stage_that_raises_is_a_pipeline_error(tmp_path: Path) -> None:
     base = scripted()
     nodes = StageNodes(**{**{s.value: base.for_stage(s) for s in Stage}, "analyzer": broken})
     code, out, _ = run_cli(spec_file(tmp_path), tmp_path / "run", nodes)
-    assert code == ExitCode.PIPELINE_ERROR
+    assert code == ExitCode.INTERNAL_ERROR
     assert "error: analyzer raised RuntimeError: disk full" in out
 
 
@@ -125,7 +168,7 @@ def test_missing_stage_module_is_a_pipeline_error(
 
     monkeypatch.setattr(StageNodes, "from_modules", classmethod(incomplete))
     code, out, _ = run_cli(spec_file(tmp_path), tmp_path / "run", None)
-    assert code == ExitCode.PIPELINE_ERROR
+    assert code == ExitCode.INTERNAL_ERROR
     assert "the pipeline is incomplete: stage kernel_writer has no module" in out
 
 
@@ -153,7 +196,7 @@ def test_real_preflight_and_analyzer(tmp_path: Path) -> None:
     code, out, _ = run_cli(EXAMPLES / "softmax.port.yaml", tmp_path / "run", nodes, as_json=True)
     summary = json.loads(out)
     assert [s["verdict"] for s in summary["stages"][:2]] == ["PASS", "PASS"]
-    assert code == ExitCode.GATE_FAIL
+    assert code == ExitCode.FAILED
     assert any(f["check"] == "kernel covers every variant" for f in summary["gate_failures"])
     assert (tmp_path / "run" / "reference" / "row.mlir").is_file()
 
