@@ -23,6 +23,7 @@ _NUMBER = re.compile(
     r"(?![A-Za-z0-9_])"
 )
 _POW2_CAP = 1 << 16
+_FAR_CAP = 1 << 30  # a far probe value stays an i32
 # How many candidates per constant, and combinations in all, a constrained probe tries.
 _CANDIDATES_EACH = 8
 _COMBINATIONS = 20_000
@@ -189,4 +190,8 @@ def _candidates(value: int) -> list[int]:
         width = max(len(ups), len(downs))
         ups, downs = ups + [0] * (width - len(ups)), downs + [0] * (width - len(downs))
         return [c for pair in zip(ups, downs, strict=True) for c in pair if c]
-    return [value + step for step in (3, 5, 7, 11, 13, -3, -5, -7)]
+    near = [value + step for step in (3, 5, 7, 11, 13, -3, -5, -7)]
+    # Far values last: an upward probe of an extent-like constant (N beside a tile
+    # size) may have to pass the tile for a quotient of both (cdiv(N, TILE)) to move.
+    far = [value * factor + 3 for factor in (2, 4, 8) if value * factor + 3 < _FAR_CAP]
+    return near + far

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nodes.kernel_writer.errors import Blocked
-from nodes.kernel_writer.generics import probe_values, recover
+from nodes.kernel_writer.generics import constrained_probe, probe_values, recover
 from nodes.kernel_writer.literals import common_decimal, constant_literal, shortest_float
 from nodes.kernel_writer.module import module_item
 from nodes.kernel_writer.naming import NameAllocator, read_source, snake
@@ -135,6 +135,22 @@ def test_probe_values_are_distinct_powers_of_two() -> None:
     for name in ("TILE_M", "TILE_N", "TILE_K", "GROUP"):
         assert probes[name] & (probes[name] - 1) == 0
     assert probes["N"] != 1000
+
+
+def test_an_upward_probe_passes_the_tile_for_a_quotient_to_move() -> None:
+    """rms_norm's bounds-checked gather: num_tiles = cdiv(N, TILE_SIZE) is 1 at the
+    base (N=768, TILE_SIZE=1024). Moving both up by small steps keeps it 1, so the
+    probe would see a generic's number stay put; a far value of N passes the tile."""
+    constants = {"N": 768, "TILE_SIZE": 1024}
+
+    def quotient_moves(probes: dict[str, int]) -> bool:
+        tiles = -(-probes["N"] // probes["TILE_SIZE"])
+        ragged = probes["N"] % probes["TILE_SIZE"] != 0  # the base's branch side
+        return tiles != 1 and ragged
+
+    probes = constrained_probe(constants, {771, 512}, quotient_moves, upward=True)
+    assert probes is not None and quotient_moves(probes)
+    assert probes["N"] > 768 and probes["TILE_SIZE"] > 1024
 
 
 def test_a_constant_without_a_free_probe_value_gets_none() -> None:
