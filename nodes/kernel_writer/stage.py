@@ -312,6 +312,27 @@ def _derived_values(
     return values
 
 
+def _keeps_variant(spec: PortSpec, plan: _VariantPlan, probes: Mapping[str, int]) -> bool:
+    """Whether the base configuration with `probes` in place still dispatches to the
+    plan's variant (the first whose condition holds); a condition that cannot be
+    evaluated here keeps nothing."""
+    config = plan.base.config
+    env: dict[str, bool | int | float | str] = {
+        **config.dims,
+        "dtype": config.dtype,
+        **config.constants,
+        **probes,
+    }
+    for variant in spec.variants:
+        try:
+            holds = evaluate(variant.when, env)
+        except ExprError:
+            return False
+        if holds:
+            return variant.name == plan.variant.name
+    return False
+
+
 def _branch_sides(
     plan: _VariantPlan, specialisation: Specialisation, constants: Mapping[str, int]
 ) -> tuple[bool | None, ...]:
@@ -627,25 +648,28 @@ class _Porter:
         peers = _constant_peers(plan, plan.base, plan.checks, references)
         base = _lift_file(base_file, plan, kernel, self.names, peers=peers)
         self.timings["lift_s"] += time.perf_counter() - started
-        # A constant the variant's condition names, with one value in all its
-        # configurations, stays put: another value is another variant (a branch the
-        # probe would take), not a generic's.
+        # Every constant is probed, a probe keeping the base on this variant (the
+        # variant's condition is the cuTile host's choice of kernel code). Where no
+        # probe of a constant the condition names, with one value in all the
+        # variant's configurations, keeps it there, that constant stays put: its
+        # other values are other variants, not a generic's.
         named = names_in(plan.variant.when) if plan.variant.when else set()
         deciding = {
             name
             for name in named
             if len({_int_constants(check.spec).get(name) for check in plan.checks}) == 1
         }
-        constants = {
-            name: value
-            for name, value in _int_constants(plan.base.spec).items()
-            if name not in deciding
-        }
+        constants = _int_constants(plan.base.spec)
+        accept = self.probe_check(plan, constants)
+        probes = constrained_probe(constants, set(), accept)
+        if probes is None and deciding & set(constants):
+            constants = {n: v for n, v in constants.items() if n not in deciding}
+            accept = self.probe_check(plan, constants)
+            probes = constrained_probe(constants, set(), accept)
+        probes = probes or probe_values(constants, set())
         recovered_lines: list[str] | None = base.body
         used: list[str] = []
         reason = ""
-        accept = self.probe_check(plan, constants)
-        probes = constrained_probe(constants, set(), accept) or probe_values(constants, set())
         unprobed = sorted(set(constants) - set(probes))
         constants = {name: value for name, value in constants.items() if name in probes}
         if unprobed:
@@ -756,13 +780,16 @@ class _Porter:
         self, plan: _VariantPlan, constants: dict[str, int]
     ) -> Callable[[dict[str, int]], bool]:
         """Whether probe values keep the base's structure (every constant branch on
-        the base's side) and move every derived local to a value pair of its own, so
-        that what moved names what it is."""
+        the base's side, the launch on the plan's variant) and move every derived
+        local to a value pair of its own, so that what moved names what it is."""
         sides = _branch_sides(plan, plan.base.spec, {})
         base = self.derived_at(plan, {})
+        named = names_in(plan.variant.when) if plan.variant.when else set()
 
         def accept(probes: dict[str, int]) -> bool:
             if _branch_sides(plan, plan.base.spec, probes) != sides:
+                return False
+            if named & set(probes) and not _keeps_variant(self.spec, plan, probes):
                 return False
             pairs = {(constants[name], probes[name]) for name in probes}
             moved = self.derived_at(plan, probes)

@@ -21,10 +21,12 @@ from nodes.host_builder.binding import (
     held_values,
     host_constants,
 )
+from nodes.kernel_writer.stage import port_kernel
 from nodes.spec_writer.fidelity import check_spec, read_symbols
 from nodes.spec_writer.writer import MAX_PROVING_CONFIGS, read_signature_hints, write_specs
 from schemas.launch_capture import read_launch_records
 from schemas.port_spec import load_port_spec
+from schemas.verdicts import KernelWriterVerdict
 from toolchain.env import REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
@@ -140,6 +142,19 @@ def test_what_an_entry_generic_only_in_n_holds_is_checked_at_launch(tmp_path: Pa
     trips = GenericRule("NUM_TILES", "derived", expression="cdiv(N, TILE_SIZE)")
     counted = replace(tiled, generics=(*tiled.generics, trips))
     assert held_values(spec, counted, derived) == (("EPS", 1e-05), ("OFFSET", 0.0))
+
+
+@pytest.mark.slow
+def test_the_bounds_checked_gather_is_generic_in_its_tile_and_trip_count(tmp_path: Path) -> None:
+    """The same kernel ported: its bounds-checked variant, recorded on one tile of
+    1024 only, lifts generic in N, TILE_SIZE and the trip count (no literal entry per
+    constant set), so a launch of another tile or several tiles is served."""
+    path = tmp_path / "rms_norm_kernel_gather.port.yaml"
+    path.write_text(GATHER_SPEC.format(root=SOURCE_ROOT.resolve()))
+    report = port_kernel(path, tmp_path / "port")
+    assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
+    assert report.literal_entries == []
+    assert {"N", "TILE_SIZE", "NUM_TILES"} <= {g.name for g in report.generics}
 
 
 @pytest.mark.slow
