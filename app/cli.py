@@ -17,6 +17,7 @@ from app import (
     cli_port,
     cli_serve,
     cli_specs,
+    cli_survey,
     cli_tilegym,
 )
 
@@ -28,6 +29,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cli_gpu,
     cli_capture,
     cli_specs,
+    cli_survey,
     cli_tilegym,
     cli_serve,
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from nodes.spec_writer.writer import (
@@ -13,7 +14,7 @@ from nodes.spec_writer.writer import (
     write_specs,
 )
 from schemas.exit_codes import ExitCode, exit_code_epilog
-from schemas.launch_capture import LaunchRecordError, read_launch_records
+from schemas.launch_capture import LaunchRecord, LaunchRecordError, read_launch_records
 from toolchain.source_tree import SourceTreeError
 
 EXIT_MEANINGS = {
@@ -71,25 +72,35 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     specs.set_defaults(handler=specs_command)
 
 
-def specs_command(args: argparse.Namespace) -> int:
+class LaunchSelectionError(ValueError):
+    """The records cannot be read, or a kernel asked for is not in them."""
+
+
+def read_selected_records(
+    launches: Path, kernels: Sequence[str] | None
+) -> tuple[list[LaunchRecord], list[LaunchRecord]]:
+    """Every record of `launches`, and those of the `kernels` named (all when None)."""
     try:
-        records = read_launch_records(args.launches)
+        records = read_launch_records(launches)
     except LaunchRecordError as error:
-        print(f"tileport specs: {error}", file=sys.stderr)
-        return ExitCode.BAD_INPUT
+        raise LaunchSelectionError(str(error)) from None
     except OSError as error:
-        print(f"tileport specs: cannot read {args.launches}: {error.strerror}", file=sys.stderr)
-        return ExitCode.BAD_INPUT
-    unknown = sorted(set(args.kernel or ()) - {record.kernel for record in records})
+        raise LaunchSelectionError(f"cannot read {launches}: {error.strerror}") from None
+    unknown = sorted(set(kernels or ()) - {record.kernel for record in records})
     if unknown:
         recorded = ", ".join(sorted({record.kernel for record in records})) or "none"
-        print(
-            f"tileport specs: no record of kernel {', '.join(unknown)} in {args.launches} "
-            f"(its kernels: {recorded})",
-            file=sys.stderr,
+        raise LaunchSelectionError(
+            f"no record of kernel {', '.join(unknown)} in {launches} (its kernels: {recorded})"
         )
+    return records, [r for r in records if kernels is None or r.kernel in kernels]
+
+
+def specs_command(args: argparse.Namespace) -> int:
+    try:
+        records, selected = read_selected_records(args.launches, args.kernel)
+    except LaunchSelectionError as error:
+        print(f"tileport specs: {error}", file=sys.stderr)
         return ExitCode.BAD_INPUT
-    selected = [r for r in records if args.kernel is None or r.kernel in args.kernel]
     inside, skipped = outside_source_root(selected, args.source_root)
     signatures = args.signatures or args.launches.parent / "signatures.jsonl"
     try:

@@ -53,7 +53,12 @@ class BatchError(ValueError):
 
 
 class NoRunBundled(BatchError):
-    """Every run given was skipped; the message lists each with why."""
+    """Every run given was skipped; the message lists each with why, as `skipped` does."""
+
+    def __init__(self, skipped: list[SkippedRun]) -> None:
+        reasons = "; ".join(f"{run.run_dir}: {run.reason}" for run in skipped)
+        super().__init__(f"no run could be bundled: {reasons}")
+        self.skipped = skipped
 
 
 class RunRefused(BatchError):
@@ -180,8 +185,7 @@ def _ports_at_the_boundary(run_dirs: list[Path]) -> tuple[list[RunPort], list[Sk
 
 def _some_left(ports: list[RunPort], skipped: list[SkippedRun]) -> None:
     if not ports:
-        reasons = "; ".join(f"{run.run_dir}: {run.reason}" for run in skipped)
-        raise NoRunBundled(f"no run could be bundled: {reasons}")
+        raise NoRunBundled(skipped)
 
 
 def build_batch(

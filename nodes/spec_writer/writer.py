@@ -116,6 +116,7 @@ class KernelLaunches:
 @dataclass(frozen=True)
 class WrittenSpec:
     kernel: str
+    file: str  # the kernel's file, as the records name it
     module: str
     path: Path
     records: int
@@ -1067,6 +1068,7 @@ def write_specs(
         written.append(
             WrittenSpec(
                 kernel=launches.kernel,
+                file=launches.file,
                 module=kernel.module,
                 path=path,
                 records=len(launches.records),
