@@ -79,6 +79,7 @@ def corpus_ops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Counter[st
     return found
 
 
+@pytest.mark.slow
 def test_corpus_covers_the_vocabulary(corpus_ops: dict[str, Counter[str]]) -> None:
     seen: Counter[str] = sum(corpus_ops.values(), Counter())
     missing = [op for op in VOCABULARY if op not in seen]
@@ -91,6 +92,7 @@ def test_corpus_covers_the_vocabulary(corpus_ops: dict[str, Counter[str]]) -> No
     assert not missing, f"missing from the corpus IRs: {missing}"
 
 
+@pytest.mark.slow
 def test_only_atomics_go_beyond_the_vocabulary(corpus_ops: dict[str, Counter[str]]) -> None:
     """The issue also asks for a kernel using atomics; nothing else leaves the vocabulary."""
     seen: Counter[str] = sum(corpus_ops.values(), Counter())

@@ -37,6 +37,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_bundle_is_small_complete_and_hashed(bundle: Path) -> None:
     manifest = BundleManifest.model_validate_json((bundle / "manifest.json").read_text())
     assert manifest.operator == "softmax" and manifest.run_id == "r-test"
@@ -74,6 +75,7 @@ def _run_isolated(bundle: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_run_without_gpu_is_blocked_and_says_so(bundle: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"
     done = _run_isolated(bundle, out)
@@ -91,6 +93,7 @@ def test_run_without_gpu_is_blocked_and_says_so(bundle: Path, tmp_path: Path) ->
     assert "Nothing was run on a GPU" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_runner_imports_resolve_inside_the_bundle(bundle: Path) -> None:
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
@@ -110,6 +113,7 @@ def test_runner_imports_resolve_inside_the_bundle(bundle: Path) -> None:
     assert files and all(f.startswith(str(bundle)) for f in files)
 
 
+@pytest.mark.slow
 def test_a_damaged_bundle_is_refused(bundle: Path, tmp_path: Path) -> None:
     damaged = tmp_path / "damaged"
     subprocess.run(["cp", "-r", str(bundle), str(damaged)], check=True)
@@ -213,6 +217,7 @@ def test_stage_e_without_gpu_results_is_blocked(tmp_path: Path) -> None:
     assert report.summary.startswith("Nothing was timed on a GPU")
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_bundle_runs_on_a_gpu(bundle: Path, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: no GPU run here")

@@ -88,6 +88,7 @@ def test_a_constant_bounding_a_loop_stays_generic(tmp_path: Path) -> None:
     assert ".broadcast(shape![TILE])" in kernel
 
 
+@pytest.mark.slow
 def test_a_number_the_kernel_derives_from_constants_is_a_generic_of_its_own(
     tmp_path: Path,
 ) -> None:

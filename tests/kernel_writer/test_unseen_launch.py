@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from nodes.kernel_writer.stage import port_kernel, port_targets
@@ -56,6 +57,7 @@ def _record(dtype: str, rows: int, width: int) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_widened_port_serves_a_launch_no_record_holds(tmp_path: Path) -> None:
     lines = [_record("float32", 8, 256), _record("float16", 16, 512)]
     lines += [_record("float32", 32, 200), _record("float16", 48, 320 + 7)]

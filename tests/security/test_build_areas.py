@@ -15,6 +15,7 @@ from toolchain.env import toolchain_env
 from toolchain.sandbox import cargo_sandbox, unavailable_reason
 
 
+@pytest.mark.slow
 def test_a_runs_build_cannot_write_another_runs_area_or_the_dependencies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
