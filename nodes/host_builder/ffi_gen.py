@@ -54,9 +54,20 @@ class LaunchOperands(Protocol):
         """The array's bytes per element (i64)."""
         ...
 
-    def fact(self, rule: GenericRule) -> str:
-        """The launch fact cuTile Python states for an array (`binding.fact_value`),
-        as an i64 computed by tileport's `spec_arith` rules."""
+    def address(self, array: str) -> str:
+        """The array's base address (u64)."""
+        ...
+
+    def extent(self, array: str, dim: int) -> str:
+        """One of the array's extents (i64)."""
+        ...
+
+    def stride(self, array: str, dim: int) -> str:
+        """One of the array's strides, in elements (i64)."""
+        ...
+
+    def list_fact(self, rule: GenericRule) -> str | None:
+        """A list's launch fact, the weakest over its elements; None for an array."""
         ...
 
     def integer_generic(self, value: str, name: str) -> str:
@@ -70,6 +81,18 @@ class LaunchOperands(Protocol):
     def parameter(self, source: ParamSource) -> str:
         """What one entry parameter receives, of the entry's type."""
         ...
+
+
+def launch_fact(rule: GenericRule, operands: LaunchOperands) -> str:
+    """The launch fact cuTile Python states for an array (`binding.fact_value`), as an
+    i64 computed by tileport's `spec_arith` rules."""
+    array = rule.array or ""
+    if rule.extent is ExtentKind.ADDRESS:
+        return f"rt::address_fact({operands.address(array)})"
+    if rule.extent is ExtentKind.SHAPE:
+        return f"rt::shape_fact({operands.extent(array, rule.dim or 0)})"
+    stride = operands.stride(array, rule.dim or 0)
+    return f"rt::stride_fact({stride}, {operands.itemsize(array)})"
 
 
 def generic_argument(
@@ -86,7 +109,7 @@ def generic_argument(
     if rule.kind == "element_bytes":
         return f"{generic}::Int({operands.itemsize(rule.arrays[0])})"
     if rule.kind == "fact" and rule.array is not None and rule.extent is not None:
-        return f"{generic}::Int({operands.fact(rule)})"
+        return f"{generic}::Int({operands.list_fact(rule) or launch_fact(rule, operands)})"
     if rule.kind != "constant" or rule.constant is None:
         raise BindingError(f"generic {rule.name} ({rule.kind}) has no launch value")
     value = operands.constant(rule.constant)
@@ -150,20 +173,26 @@ class _LibraryOperands:
         return f"args.{array}.dtype"
 
     def itemsize(self, array: str) -> str:
-        return f"({self.tensor_ref(array)}).dtype.itemsize()"
+        tensor = f"args.{array}.first()" if array in self.lists else f"args.{array}"
+        return f"{tensor}.dtype.itemsize()"
 
-    def fact(self, rule: GenericRule) -> str:
+    def address(self, array: str) -> str:
+        return f"args.{array}.data"
+
+    def extent(self, array: str, dim: int) -> str:
+        return f"args.{array}.dim({dim})"
+
+    def stride(self, array: str, dim: int) -> str:
+        return f"args.{array}.stride({dim})"
+
+    def list_fact(self, rule: GenericRule) -> str | None:
+        if rule.array not in self.lists:
+            return None
         array = f"args.{rule.array}"
-        if rule.array in self.lists:  # a list's fact is the weakest over its elements
-            if rule.extent is ExtentKind.ADDRESS:
-                return f"{array}.address_fact()"
-            method = "shape_fact" if rule.extent is ExtentKind.SHAPE else "stride_fact"
-            return f"{array}.{method}({rule.dim})"
         if rule.extent is ExtentKind.ADDRESS:
-            return f"rt::address_fact({array}.data)"
-        if rule.extent is ExtentKind.SHAPE:
-            return f"rt::shape_fact({array}.dim({rule.dim}))"
-        return f"rt::stride_fact({array}.stride({rule.dim}), {array}.dtype.itemsize())"
+            return f"{array}.address_fact()"
+        method = "shape_fact" if rule.extent is ExtentKind.SHAPE else "stride_fact"
+        return f"{array}.{method}({rule.dim})"
 
     def integer_generic(self, value: str, name: str) -> str:
         return f'i64::from(rt::to_i32({value}, "{name}")?)'

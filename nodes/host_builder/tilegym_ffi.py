@@ -21,7 +21,6 @@ import textwrap
 
 from nodes.host_builder.abi import DType
 from nodes.host_builder.binding import (
-    ExtentKind,
     GenericRule,
     OperatorBinding,
     ParamSource,
@@ -246,13 +245,17 @@ class _SymbolOperands:
     def itemsize(self, array: str) -> str:
         return f"dtype_elem_size({array}_d.dtype) as i64"
 
-    def fact(self, rule: GenericRule) -> str:
-        desc = f"{rule.array}_d"
-        if rule.extent is ExtentKind.ADDRESS:
-            return f"rt::address_fact({desc}.ptr)"
-        if rule.extent is ExtentKind.SHAPE:
-            return f"rt::shape_fact({desc}.shape[{rule.dim}])"
-        return f"rt::stride_fact({desc}.strides[{rule.dim}], {self.itemsize(rule.array or '')})"
+    def address(self, array: str) -> str:
+        return f"{array}_d.ptr"
+
+    def extent(self, array: str, dim: int) -> str:
+        return f"{array}_d.shape[{dim}]"
+
+    def stride(self, array: str, dim: int) -> str:
+        return f"{array}_d.strides[{dim}]"
+
+    def list_fact(self, rule: GenericRule) -> str | None:
+        return None  # a symbol takes no list of arrays (`render_ffi`)
 
     def integer_generic(self, value: str, name: str) -> str:
         return f'i64::from(checked!("{self.sym}", rt::to_i32({value}, "{name}")))'
