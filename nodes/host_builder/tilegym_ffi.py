@@ -30,6 +30,7 @@ from nodes.host_builder.binding import (
 from nodes.host_builder.ffi_gen import generic_argument, proven_entry_static, proven_launch
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
 from schemas.port_spec import PortSpec
+from schemas.tilegym_backend import PROVEN_MODULE, SPEC_ARITH_MODULE
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
 ELEMENT_NAMES: dict[DType, str] = {
@@ -46,10 +47,6 @@ DTYPE_CODES: dict[DType, int] = {
     DType.INT64: 4,
 }
 MAX_RANK = 5  # ffi_util's TensorDesc holds five extents
-# The crate modules a symbol launches through: tileport's proven.rs and spec_arith.rs,
-# copied beside ffi_util.rs.
-PROVEN_MODULE = "tileport_proven"
-SPEC_ARITH_MODULE = "tileport_spec_arith"
 # The C and Rust types of a tensor's parts as a symbol takes them.
 TENSOR_PART_TYPES = {
     "address": ("uint64_t", "u64"),

@@ -26,10 +26,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from nodes.host_builder.tilegym_wrapper import LAUNCH
 from nodes.tilegym_backend.sweep import NO_GPU, call_inputs, draw_call, public_op, read_signature
 from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
-from schemas.tilegym_backend import CallCost, CallCostReport
+from schemas.tilegym_backend import LAUNCH, CallCost, CallCostReport
 
 BIND = "bind_kernel_function_cffi"  # how the written module loads the library
 

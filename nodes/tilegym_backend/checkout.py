@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.host_builder.tilegym_ffi import PROVEN_MODULE, SPEC_ARITH_MODULE
+from schemas.tilegym_backend import PROVEN_MODULE, SPEC_ARITH_MODULE
 from toolchain.env import KERNELS_RS
 
 CUTILE_RS = Path("src/tilegym/ops/cutile_rs")

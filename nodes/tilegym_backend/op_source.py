@@ -15,7 +15,7 @@ import builtins
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.host_builder.tilegym_wrapper import LAUNCH
+from schemas.tilegym_backend import LAUNCH
 
 CUTILE_OPS = Path("tilegym/ops/cutile")
 

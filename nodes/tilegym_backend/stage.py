@@ -22,7 +22,6 @@ from nodes.host_builder.stage import StageFailure
 from nodes.host_builder.tilegym_ffi import FfiError
 from nodes.host_builder.tilegym_kernel import KernelRsError
 from nodes.host_builder.tilegym_layout import ProvenPort, op_layout
-from nodes.host_builder.tilegym_wrapper import MARKER
 from nodes.kernel_writer.stage import port_kernel
 from nodes.spec_writer.writer import WrittenSpec, read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
@@ -52,7 +51,7 @@ from nodes.tilegym_backend.op_source import (
 from schemas.kernel_writer import REPORT_FILE, PortReport
 from schemas.launch_capture import LaunchRecord
 from schemas.port_spec import PortSpecError
-from schemas.tilegym_backend import AddOutcome, AddResult, KernelPort
+from schemas.tilegym_backend import MARKER, AddOutcome, AddResult, KernelPort
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.rust_export import ExporterUnavailable
 from toolchain.rustfmt import RustfmtError

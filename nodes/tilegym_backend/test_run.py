@@ -21,9 +21,8 @@ import time
 from datetime import date
 from pathlib import Path
 
-from nodes.host_builder.tilegym_wrapper import MARKER
 from nodes.tilegym_backend.checkout import CUTILE_RS, find_test
-from schemas.tilegym_backend import OpTestResult, TestRunReport
+from schemas.tilegym_backend import MARKER, OpTestResult, TestRunReport
 
 CRATE = CUTILE_RS / "cutile_kernels"
 LIBRARY = CRATE / "target" / "release" / "libcutile_kernels.so"

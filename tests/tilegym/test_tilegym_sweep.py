@@ -241,3 +241,21 @@ def test_parts_of_one_sweep_merge_into_one_report(tmp_path: Path) -> None:
         (tmp_path / "out" / "tilegym-sweep-2026-12-06.json").read_text()
     )
     assert written.calls == 4
+
+
+def test_the_gpu_hosts_modules_import_no_stage() -> None:
+    """The GPU host runs the sweep, TileGym's tests and the call cost from the
+    repository with the toolchain's packages only (no openai, no LangGraph): its
+    modules must not reach the porting stages."""
+    probe = (
+        "import sys\n"
+        "import nodes.tilegym_backend.sweep, nodes.tilegym_backend.test_run\n"
+        "import nodes.tilegym_backend.call_cost, nodes.tilegym_backend.book\n"
+        "heavy = [m for m in ('nodes.kernel_writer', 'nodes.host_builder', 'toolchain.llm',"
+        " 'openai', 'langgraph') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
+    assert found.stdout.strip() == "[]"
