@@ -41,21 +41,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         epilog=exit_code_epilog(EXIT_MEANINGS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    specs.add_argument("launches", type=Path, metavar="LAUNCHES.jsonl")
-    specs.add_argument("--source-root", required=True, type=Path, help="e.g. tilegym/src")
+    add_record_arguments(specs, "write specs for")
     specs.add_argument("--out", required=True, type=Path, help="folder for <name>.port.yaml")
-    specs.add_argument(
-        "--kernel",
-        action="append",
-        metavar="NAME",
-        help="write specs for the kernels of this name only (repeatable; default: every "
-        "kernel in LAUNCHES)",
-    )
-    specs.add_argument(
-        "--signatures",
-        type=Path,
-        help="entry symbols and hints (default: signatures.jsonl beside LAUNCHES)",
-    )
     specs.add_argument(
         "--classes",
         action="store_true",
@@ -70,6 +57,27 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "the library (a service's SOURCE_ROOT takes no absolute path)",
     )
     specs.set_defaults(handler=specs_command)
+
+
+def add_record_arguments(parser: argparse.ArgumentParser, selecting: str) -> None:
+    """What a command reading recorded launches takes: the records, the library they
+    name, a kernel selection (`selecting` says what is done to the selected kernels)
+    and the entry symbols and hints (`read_selected_records`)."""
+    parser.add_argument("launches", type=Path, metavar="LAUNCHES.jsonl")
+    parser.add_argument("--source-root", required=True, type=Path, help="e.g. tilegym/src")
+    parser.add_argument(
+        "--kernel",
+        action="append",
+        metavar="NAME",
+        help=f"{selecting} the kernels of this name only (repeatable; default: every "
+        "kernel in LAUNCHES)",
+    )
+    parser.add_argument(
+        "--signatures",
+        type=Path,
+        metavar="FILE",
+        help="entry symbols and hints (default: signatures.jsonl beside LAUNCHES)",
+    )
 
 
 class LaunchSelectionError(ValueError):

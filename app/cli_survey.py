@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.cli_specs import LaunchSelectionError, read_selected_records
+from app.cli_specs import LaunchSelectionError, add_record_arguments, read_selected_records
 from graph.runner import run_pipeline
 from nodes.host_builder.batch import where_it_stopped
 from nodes.spec_writer.writer import (
@@ -71,21 +71,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         epilog=exit_code_epilog(EXIT_MEANINGS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    survey.add_argument("launches", type=Path, metavar="LAUNCHES.jsonl")
-    survey.add_argument("--source-root", required=True, type=Path, help="e.g. tilegym/src")
+    add_record_arguments(survey, "survey")
     survey.add_argument("--out", required=True, type=Path, metavar="DIR")
-    survey.add_argument(
-        "--kernel",
-        action="append",
-        metavar="NAME",
-        help="survey the kernels of this name only (repeatable; default: every kernel)",
-    )
-    survey.add_argument(
-        "--signatures",
-        type=Path,
-        metavar="FILE",
-        help="entry symbols and hints (default: signatures.jsonl beside LAUNCHES)",
-    )
     survey.add_argument(
         "--through",
         choices=[stage.value for stage in THROUGH],
