@@ -216,17 +216,6 @@ def element_types(binding: OperatorBinding) -> list[DType]:
     return found
 
 
-def _precondition(pre: Precondition) -> str:
-    desc = f"{pre.array}_d"
-    if pre.kind == "address":
-        return f"{desc}.ptr % {pre.divisor} == 0"
-    if pre.kind == "shape":
-        return f"{desc}.shape[{pre.dim}] % {pre.divisor} == 0"
-    if pre.kind == "stride":
-        return f"{desc}.strides[{pre.dim}] % {pre.divisor} == 0"
-    raise FfiError(f"a {pre.kind} precondition is not written yet")
-
-
 class _SymbolOperands:
     """A symbol's reading of a launch: each tensor's descriptor (`<name>_d`), its
     constants and scalars as the C parameters `ct.launch`'s arguments became."""
@@ -272,6 +261,18 @@ class _SymbolOperands:
             name = _variable(source.scalar)
             return f"{name} as {source.reinterpret}" if source.reinterpret else name
         raise FfiError(f"an entry parameter fed by a {source.kind} is not written yet")
+
+
+def _precondition(pre: Precondition, operands: _SymbolOperands) -> str:
+    if pre.kind == "address":
+        value = operands.address(pre.array)
+    elif pre.kind == "shape":
+        value = operands.extent(pre.array, pre.dim or 0)
+    elif pre.kind == "stride":
+        value = operands.stride(pre.array, pre.dim or 0)
+    else:
+        raise FfiError(f"a {pre.kind} precondition is not written yet")
+    return f"{value} % {pre.divisor} == 0"
 
 
 def _launch(variant: VariantBinding, exprs: SpecExpr, operands: _SymbolOperands) -> list[str]:
@@ -444,7 +445,7 @@ def render_ffi(
         lines.append(_refusal(sym, "no variant of the port was proven for this launch"))
         lines.append("    };")
     for index, variant in enumerate(binding.variants):
-        facts = [_precondition(p) for p in variant.preconditions]
+        facts = [_precondition(p, operands) for p in variant.preconditions]
         if facts:
             guard = "" if single else f"variant == {index} && "
             lines.append(f"    // What {variant.entry} assumes of its tensors.")
