@@ -2,9 +2,11 @@
 ports, one C symbol per kernel in the style of the crate's own ops (descriptors in,
 `crate::ffi_util`'s return codes and dtype helpers).
 
-A symbol takes what `ct.launch` takes: every kernel argument in the kernel's
-order (a tensor as its address, dtype code, extents and strides:
-`tensor_c_parameters`; constants and scalars as C numbers) and the grid. From them
+A symbol takes what `ct.launch` takes, packed by the wrapper into 8-byte words
+(`launch_words`): every kernel argument in the kernel's order (a tensor as its
+address, dtype code, extents and strides: `tensor_c_parameters`; constants and
+scalars as numbers), the grid, the compile hints, the device and the stream. One
+pointer crosses cffi where twenty numbers would each be converted on their own. From them
 it picks the port's entry as the port spec's variants say (their conditions, and
 the constants an entry was specialised to), checks what that entry assumes
 (dtypes, extents, divisibilities), and derives the entry's generic arguments
@@ -18,6 +20,9 @@ reads its arguments (`_SymbolOperands`) and how it refuses.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from nodes.host_builder.abi import DType
 from nodes.host_builder.binding import (
@@ -47,20 +52,20 @@ DTYPE_CODES: dict[DType, int] = {
     DType.INT64: 4,
 }
 MAX_RANK = 5  # ffi_util's TensorDesc holds five extents
-# The C and Rust types of a tensor's parts as a symbol takes them.
+# The C type of each part of a tensor as a symbol takes it.
 TENSOR_PART_TYPES = {
-    "address": ("uint64_t", "u64"),
-    "dtype": ("int32_t", "i32"),
-    "shape": ("int64_t", "i64"),
-    "stride": ("int64_t", "i64"),
+    "address": "uint64_t",
+    "dtype": "int32_t",
+    "shape": "int64_t",
+    "stride": "int64_t",
 }
-# C and Rust types of the non-tensor arguments.
-_CONSTANT_TYPES = {"int": ("int64_t", "i64"), "float": ("double", "f64"), "bool": ("bool", "bool")}
-_SCALAR_TYPES: dict[DType, tuple[str, str]] = {
-    DType.INT32: ("int32_t", "i32"),
-    DType.INT64: ("int64_t", "i64"),
-    DType.FLOAT32: ("float", "f32"),
-    DType.FLOAT64: ("double", "f64"),
+# C types of the non-tensor arguments.
+_CONSTANT_TYPES = {"int": "int64_t", "float": "double", "bool": "bool"}
+_SCALAR_TYPES: dict[DType, str] = {
+    DType.INT32: "int32_t",
+    DType.INT64: "int64_t",
+    DType.FLOAT32: "float",
+    DType.FLOAT64: "double",
 }
 _CONSTANT_KINDS = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}
 
@@ -106,6 +111,108 @@ fn descriptor<const R: usize>(
 """
 
 
+@dataclass(frozen=True)
+class LaunchWord:
+    """One word of a symbol's packed launch: its name in the symbol and the C type its
+    value has there (`uint64_t` addresses and stream, `double` and `float` numbers,
+    `bool`, integers of their width)."""
+
+    name: str
+    ctype: str
+
+
+# The words after the kernel's arguments: the grid, the compile hints (<=0: the
+# default), the tensors' CUDA device and the stream.
+LAUNCH_TAIL: Final = (
+    LaunchWord("grid_x", "uint32_t"),
+    LaunchWord("grid_y", "uint32_t"),
+    LaunchWord("grid_z", "uint32_t"),
+    LaunchWord("num_cta_in_cga", "int32_t"),
+    LaunchWord("occupancy", "int32_t"),
+    LaunchWord("device_id", "int32_t"),
+    LaunchWord("raw_stream", "uint64_t"),
+)
+# How a symbol reads a word of each C type: the value, or None where it does not fit.
+_WORD_READS = {
+    "uint64_t": ("u64", "{w}"),
+    "int64_t": ("i64", "{w} as i64"),
+    "double": ("f64", "f64::from_bits({w})"),
+    "float": ("f32", "f64::from_bits({w}) as f32"),
+    "bool": ("bool", "{w} != 0"),
+}
+_NARROWED = {"int32_t": "i32", "uint32_t": "u32"}
+
+
+def launch_words(params: Sequence[tuple[str, str]], ranks: dict[str, int]) -> list[LaunchWord]:
+    """The words a symbol takes, in order: each kernel parameter (`c_parameters`; a
+    tensor part by part), then `LAUNCH_TAIL`."""
+    words: list[LaunchWord] = []
+    for name, ctype in params:
+        if ctype == "tensor":
+            words += [
+                LaunchWord(part, TENSOR_PART_TYPES[kind])
+                for part, kind in tensor_c_parameters(name, ranks[name])
+            ]
+        else:
+            words.append(LaunchWord(_variable(name), ctype))
+    return [*words, *LAUNCH_TAIL]
+
+
+def _read_words(sym: str, words: list[LaunchWord]) -> list[str]:
+    """The lines binding each word of a symbol's launch to its name, as its C type;
+    a narrower integer that does not fit refuses the launch."""
+    lines = [
+        f"    // SAFETY: the wrapper passes the {len(words)} words its struct packs.",
+        f"    let Some(w) = (unsafe {{ launch_words::<{len(words)}>(launch) }}) else {{",
+        f'        eprintln!("{sym}: no launch was passed");',
+        "        return rc::NULL_PTR;",
+        "    };",
+    ]
+    narrowed: list[tuple[str, str]] = []
+    for index, word in enumerate(words):
+        if word.ctype in _NARROWED:
+            narrowed.append((word.name, f"narrow::<{_NARROWED[word.ctype]}>(w[{index}])"))
+            continue
+        rust, read = _WORD_READS[word.ctype]
+        lines.append(f"    let {word.name}: {rust} = {read.format(w=f'w[{index}]')};")
+    if narrowed:
+        names = ", ".join(f"Some({name})" for name, _ in narrowed)
+        reads = ", ".join(read for _, read in narrowed)
+        lines.append(f"    let ({names}) = ({reads}) else {{")
+        lines.append(_refusal(sym, "a dtype code, grid extent, hint or device is out of range"))
+        lines.append("    };")
+    return lines
+
+
+_WORDS_FUNCTION = """
+/// The `N` little-endian 8-byte words of a launch as the wrapper packed them
+/// (`struct.Struct("<...")`), or None for a null pointer.
+///
+/// # Safety
+/// A non-null `launch` points at `8 * N` readable bytes.
+unsafe fn launch_words<const N: usize>(launch: *const u8) -> Option<[u64; N]> {
+    if launch.is_null() {
+        return None;
+    }
+    let mut words = [0u64; N];
+    for (index, word) in words.iter_mut().enumerate() {
+        // SAFETY: within the `8 * N` bytes the caller vouches for; no alignment assumed.
+        let bytes = unsafe { launch.add(8 * index).cast::<[u8; 8]>().read_unaligned() };
+        *word = u64::from_le_bytes(bytes);
+    }
+    Some(words)
+}
+"""
+
+_NARROW_FUNCTION = """
+/// A word packed from a Python int, as the narrower integer the launch takes it in,
+/// or None where it does not fit.
+fn narrow<T: TryFrom<i64>>(word: u64) -> Option<T> {
+    T::try_from(word as i64).ok()
+}
+"""
+
+
 class FfiError(ValueError):
     """The port's launch needs something this generator does not write; says what."""
 
@@ -133,12 +240,12 @@ def c_parameters(spec: PortSpec, order: list[str]) -> list[tuple[str, str]]:
         if name in spec.arrays:
             params.append((name, "tensor"))
         elif name in spec.constants:
-            params.append((name, _CONSTANT_TYPES[spec.constants[name].type][0]))
+            params.append((name, _CONSTANT_TYPES[spec.constants[name].type]))
         elif name in spec.scalars:
             dtype = DType.from_spec_name(spec.scalars[name].dtype)
             if dtype not in _SCALAR_TYPES:
                 raise FfiError(f"scalar {name} of {dtype.spec_name} is not written yet")
-            params.append((name, _SCALAR_TYPES[dtype][0]))
+            params.append((name, _SCALAR_TYPES[dtype]))
         else:
             raise FfiError(f"kernel parameter {name} is not in the port spec")
     names = [_variable(n) for n, _ in params]
@@ -150,8 +257,8 @@ def c_parameters(spec: PortSpec, order: list[str]) -> list[tuple[str, str]]:
 
 def tensor_c_parameters(name: str, rank: int) -> list[tuple[str, str]]:
     """A tensor argument as a symbol takes it, part by part (name, kind): its address,
-    its ffi_util dtype code, its extents and its strides in elements. Plain numbers
-    cross cffi at a fraction of a packed `TensorDesc`'s cost."""
+    its ffi_util dtype code, its extents and its strides in elements, each a word of
+    the launch (`launch_words`)."""
     return [
         (f"{name}_ptr", "address"),
         (f"{name}_dtype", "dtype"),
@@ -344,28 +451,10 @@ def render_ffi(
             subsequent_indent="/// ",
         ),
         "#[unsafe(no_mangle)]",
-        f'pub unsafe extern "C" fn {sym}(',
+        f'pub unsafe extern "C" fn {sym}(launch: *const u8) -> i32 {{',
     ]
-    for name, ctype in params:
-        if ctype == "tensor":
-            lines += [
-                f"    {part}: {TENSOR_PART_TYPES[kind][1]},"
-                for part, kind in tensor_c_parameters(name, spec.arrays[name].rank)
-            ]
-        else:
-            lines.append(f"    {_variable(name)}: {_rust_type(ctype)},")
-    lines += [
-        "    grid_x: u32,",
-        "    grid_y: u32,",
-        "    grid_z: u32,",
-        "    // compile options: <=0 means auto/default",
-        "    num_cta_in_cga: i32,",
-        "    occupancy: i32,",
-        "    // CUDA device ordinal of the tensors/stream, and the stream",
-        "    device_id: i32,",
-        "    raw_stream: u64,",
-        ") -> i32 {",
-    ]
+    ranks = {name: array.rank for name, array in spec.arrays.items()}
+    lines += _read_words(sym, launch_words(params, ranks))
     lines.append("    // Each tensor's descriptor, as ffi_util reads one.")
     for array in binding.arrays:
         parts = dict(tensor_c_parameters(array.name, array.rank))
@@ -527,13 +616,6 @@ def _refusal(sym: str, why: str) -> str:
     return f'        eprintln!("{sym}: {why}");\n        return rc::INVALID_ARGS;'
 
 
-def _rust_type(ctype: str) -> str:
-    for c_name, rust in [*_CONSTANT_TYPES.values(), *_SCALAR_TYPES.values()]:
-        if c_name == ctype:
-            return rust
-    raise FfiError(f"no Rust type for {ctype}")
-
-
 def render_file(op: str, functions: list[str], uses: dict[str, list[str]], source: str) -> str:
     """ffi.rs: the header, the imports the functions need, one `ProvenEntry` per entry
     (`uses`: each kernel module and the entries launched from it), the functions."""
@@ -564,6 +646,10 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         lines.append(f"use crate::{SPEC_ARITH_MODULE} as rt;")
     if "checked!(" in body:
         lines.append(_CHECKED_MACRO)
+    if "launch_words::<" in body:
+        lines.append(_WORDS_FUNCTION)
+    if "narrow::<" in body:
+        lines.append(_NARROW_FUNCTION)
     if "descriptor(" in body:
         lines.append(_DESCRIPTOR_FUNCTION)
     lines.append("")

@@ -4,10 +4,13 @@ registered for the cutile-rs backend, with each `ct.launch` calling the kernel's
 port through `libcutile_kernels.so`.
 
 Each kernel name is bound to a function launching its port (its `cutile_<...>`
-symbol, each argument as it crosses the cffi boundary), so a host that picks its
-kernel at run time (`k = _a if tma else _b`) launches the matching port. `_launch`
-keeps `ct.launch`'s signature: a tensor goes as its address, dtype code, extents and
-strides, constants and scalars as C numbers, the grid as three `uint32`.
+symbol), so a host that picks its kernel at run time (`k = _a if tma else _b`)
+launches the matching port. `_launch` keeps `ct.launch`'s signature; the launch
+crosses cffi as one buffer of 8-byte words (`tilegym_ffi.launch_words`), packed by
+one `struct.Struct` per symbol: a tensor as its address, dtype code, extents and
+strides, constants and scalars as numbers, the grid padded to three, the compile
+hints, the device and the stream. cffi's ABI mode converts each argument of a call
+on its own, so one buffer costs less than twenty numbers.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from nodes.host_builder.tilegym_ffi import TENSOR_PART_TYPES, tensor_c_parameters
+from nodes.host_builder.tilegym_ffi import LaunchWord, launch_words
 from schemas.tilegym_backend import LAUNCH, MARKER
 
 
@@ -30,37 +33,28 @@ class PortFfi:
     num_ctas: int | None
     occupancy: int | None
 
-    def c_parameters(self) -> list[tuple[str, str]]:
-        """The symbol's C parameters (name, C type): each tensor part by part."""
-        ranks = dict(self.ranks)
-        params: list[tuple[str, str]] = []
-        for name, ctype in self.parameters:
-            if ctype == "tensor":
-                params += [
-                    (part, TENSOR_PART_TYPES[kind][0])
-                    for part, kind in tensor_c_parameters(name, ranks[name])
-                ]
-            else:
-                params.append((name, ctype))
-        return params
+    def words(self) -> list[LaunchWord]:
+        """The words the symbol takes, in order (`tilegym_ffi.launch_words`)."""
+        return launch_words(self.parameters, dict(self.ranks))
 
     def cdef(self) -> str:
-        params = [f"{ctype} {name}" for name, ctype in self.c_parameters()]
-        params += [
-            "uint32_t grid_x",
-            "uint32_t grid_y",
-            "uint32_t grid_z",
-            "int32_t num_cta_in_cga",
-            "int32_t occupancy",
-            "int32_t device_id",
-            "uint64_t raw_stream",
-        ]
-        return f"int32_t {self.symbol}(\n    " + ",\n    ".join(params) + ");"
+        return f"int32_t {self.symbol}(const char *launch);"
+
+    def packer(self) -> str:
+        """The module's `struct.Struct` packing the symbol's words: `Q` for addresses
+        and the stream, `d` for floating values, `q` for every other integer (the
+        symbol refuses one that does not fit its C type)."""
+        codes = "".join(_STRUCT_CODES.get(word.ctype, "q") for word in self.words())
+        return f'{self._packer_name()} = struct.Struct("<{codes}")'
+
+    def _packer_name(self) -> str:
+        return f"_{self.symbol.upper()}_WORDS"
 
     def launcher(self) -> list[str]:
         """The kernel's name in the module: a function making the launch straight
         through (`ct.launch`'s argument list unpacked, each tensor's parts read once,
-        the compile hints as numbers), so that a call costs what cffi costs."""
+        the compile hints as numbers, every word packed at once), so that a call
+        costs one cffi argument."""
         ranks = dict(self.ranks)
         names = [f"a_{name}" for name, _ in self.parameters]
         tensors = [(f"a_{n}", ranks[n]) for n, ctype in self.parameters if ctype == "tensor"]
@@ -73,7 +67,11 @@ class PortFfi:
             f"    {', '.join(names)}{',' if count == 1 else ''} = args",
         ]
         if tensors:
-            ranked = " or ".join(f"{t}.dim() != {rank}" for t, rank in tensors)
+            lines += [
+                f"    {tensor}_shape, {tensor}_stride = {tensor}.shape, {tensor}.stride()"
+                for tensor, _ in tensors
+            ]
+            ranked = " or ".join(f"len({t}_shape) != {rank}" for t, rank in tensors)
             lines += [
                 f"    if {ranked}:",
                 f"        raise ValueError(\"{self.symbol}: a tensor's rank is not the port's\")",
@@ -81,40 +79,44 @@ class PortFfi:
                 "    if device < 0:",
                 f'        raise ValueError("{self.symbol}: the tensors are not on a CUDA device")',
             ]
-            for tensor, _ in tensors:
-                lines.append(
-                    f"    {tensor}_shape, {tensor}_stride = {tensor}.shape, {tensor}.stride()"
-                )
         else:
             lines.append("    device = torch.cuda.current_device()")
         values: list[str] = []
-        for (name, ctype), local in zip(self.parameters, names, strict=True):
+        for (_, ctype), local in zip(self.parameters, names, strict=True):
             if ctype == "tensor":
-                values += [f"{local}.data_ptr()", f"_dtype_code({local})"]
-                values += [f"{local}_shape[{d}]" for d in range(ranks[name])]
-                values += [f"{local}_stride[{d}]" for d in range(ranks[name])]
-            elif ctype in ("double", "float"):
-                values.append(f"float({local})")
-            elif ctype == "bool":
-                values.append(f"bool({local})")
+                values += [
+                    f"{local}.data_ptr()",
+                    f"_dtype_code({local})",
+                    f"*{local}_shape",
+                    f"*{local}_stride",
+                ]
             else:
-                values.append(f"int({local})")
+                values.append(f"bool({local})" if ctype == "bool" else local)
         hints = [_compile_option(self.num_ctas), _compile_option(self.occupancy)]
         lines += [
-            "    grid_x, grid_y, grid_z = _grid(grid)",
-            f"    rc = _library().{self.symbol}(",
-            *(f"        {value}," for value in values),
-            "        grid_x,",
-            "        grid_y,",
-            "        grid_z,",
-            *(f"        {hint}," for hint in hints),
-            "        device,",
-            '        getattr(stream, "cuda_stream", stream),',
-            "    )",
+            "    # ct.launch's grid: one to three extents.",
+            "    grid_x, grid_y, grid_z = grid if len(grid) >= 3 else (*grid, 1, 1)[:3]",
+            "    try:",
+            f"        launch = {self._packer_name()}.pack(",
+            *(f"            {value}," for value in values),
+            "            grid_x,",
+            "            grid_y,",
+            "            grid_z,",
+            *(f"            {hint}," for hint in hints),
+            "            device,",
+            '            getattr(stream, "cuda_stream", stream),',
+            "        )",
+            "    except struct.error as error:",
+            f'        raise TypeError(f"{self.symbol}: {{error}}") from None',
+            f"    rc = _library().{self.symbol}(launch)",
             "    if rc:",
             f'        check_rc(rc, "{self.symbol}")',
         ]
         return lines
+
+
+# The struct code of each C type a word has (`q` for the other integers).
+_STRUCT_CODES = {"uint64_t": "Q", "double": "d", "float": "d"}
 
 
 def _compile_option(value: int | None) -> int:
@@ -143,7 +145,7 @@ def render_wrapper(
         '"""',
         "",
         *sorted(
-            set(imports) | {"import torch"},
+            set(imports) | {"import struct", "import torch"},
             key=_import_order,
         ),
         "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi",
@@ -156,6 +158,9 @@ def render_wrapper(
         '_FFI_CDEF = """',
         *(p.cdef() for p in ports),
         '"""',
+        "# Each symbol's launch as it packs it: ct.launch's arguments, grid, hints, device",
+        "# and stream in 8-byte words.",
+        *(p.packer() for p in ports),
         "",
         "# ffi_util's dtype code of each torch dtype, as make_tensor_desc packs it.",
         "_DTYPE_CODES = {}",
@@ -178,12 +183,6 @@ def render_wrapper(
         "        ffi = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[0]",
         "        code = _DTYPE_CODES[tensor.dtype] = make_tensor_desc(ffi, tensor).dtype",
         "    return code",
-        "",
-        "",
-        "def _grid(grid):",
-        "    if len(grid) == 3:",
-        "        return grid",
-        "    return (*grid, 1, 1)[:3]",
         "",
         "",
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -364,7 +365,9 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "lp::launch_proven(" in ffi and "lp::Generic::Element(dty)" in ffi
     assert ".async_on(" not in ffi and "dispatch_by_dtype" not in ffi
     assert "shape[0] % 16" not in ffi
-    assert "    n_elements: i64,\n    block_size: i64,\n    grid_x: u32," in ffi  # as ct.launch
+    # ct.launch's arguments in its order, packed in words: x, y, N_ELEMENTS, BLOCK_SIZE.
+    assert 'pub unsafe extern "C" fn cutile_relu(launch: *const u8) -> i32 {' in ffi
+    assert "let n_elements: i64 = w[12] as i64;\n    let block_size: i64 = w[13] as i64;" in ffi
     # Both classes the records lack were proven, not only declared: a bf16 and a
     # ragged (odd-extent) configuration, each matching the reference's IR.
     report = PortReport.model_validate_json(
@@ -377,11 +380,13 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "pub mod relu_module {" in kernel
     wrapper = (checkout / CUTILE_RS / "relu.py").read_text()
     assert '@register_impl("relu", backend="cutile-rs")\ndef relu(x):' in wrapper
-    # Each kernel name a launch function calling its symbol straight through, a tensor
-    # crossing cffi part by part (address, dtype code, extents, strides).
+    # Each kernel name a launch function calling its symbol straight through, the
+    # launch packed in one buffer, a tensor part by part (address, dtype code,
+    # extents, strides).
     assert "def _relu_fwd_kernel(stream, grid, args):" in wrapper
-    assert "    rc = _library().cutile_relu(\n        a_x.data_ptr(),\n" in wrapper
-    assert "int32_t cutile_relu(\n    uint64_t x_ptr," in wrapper
+    assert "launch = _CUTILE_RELU_WORDS.pack(\n            a_x.data_ptr()," in wrapper
+    assert "    rc = _library().cutile_relu(launch)\n" in wrapper
+    assert "int32_t cutile_relu(const char *launch);" in wrapper
     compile(wrapper, "relu.py", "exec")
     for text in (ffi, kernel):  # rustfmt-clean
         formatted = subprocess.run(
@@ -536,23 +541,17 @@ def _relu_serves_what_no_record_holds(library: Path) -> None:
     was not proven for is refused before that."""
     relu = ctypes.CDLL(str(library)).cutile_relu
     relu.restype = ctypes.c_int32
-    tensor = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_int64]
-    relu.argtypes = [
-        *tensor,
-        *tensor,
-        ctypes.c_int64,  # N_ELEMENTS
-        ctypes.c_int64,  # BLOCK_SIZE
-        *[ctypes.c_uint32] * 3,  # grid
-        *[ctypes.c_int32] * 3,  # num_cta_in_cga, occupancy, device_id
-        ctypes.c_uint64,  # stream
-    ]
+    relu.argtypes = [ctypes.c_char_p]
     f32, f16, bf16, i32 = 0, 1, 2, 3  # ffi_util's dtype codes
 
-    def call(x_dtype: int, y_dtype: int, n: int, block: int, stride: int = 1) -> int:
-        grid = -(-n // block)
+    def call(x_dtype: int, y_dtype: int, n: int, block: int, stride: int = 1, grid: int = 0) -> int:
+        grid = grid or -(-n // block)
         x = (0x7F0000000002, x_dtype, n, stride)
         y = (0x7F0000100002, y_dtype, n, stride)
-        return int(relu(*x, *y, n, block, grid, 1, 1, -1, -1, -1, 0))
+        # The words as the wrapper packs them: x, y, N_ELEMENTS, BLOCK_SIZE, the grid,
+        # num_cta_in_cga, occupancy, the device (an invalid one) and the stream.
+        words = struct.pack("<QqqqQqqqqqqqqqqQ", *x, *y, n, block, grid, 1, 1, -1, -1, -1, 0)
+        return int(relu(words))
 
     invalid_args, unsupported_dtype, device_init_failed = -6, -2, -4
     assert call(bf16, bf16, 1001, 512) == device_init_failed
@@ -563,3 +562,6 @@ def _relu_serves_what_no_record_holds(library: Path) -> None:
     assert call(f32, f32, 1001, 512, stride=2) == invalid_args  # read as contiguous
     # An extent past the kernel's i32 is refused, never truncated to a small one.
     assert call(f32, f32, (1 << 32) + 1001, 512) == invalid_args
+    # So is a grid past u32, and a missing launch.
+    assert call(f32, f32, 1001, 512, grid=1 << 32) == invalid_args
+    assert int(relu(None)) == -5  # NULL_PTR

@@ -1,15 +1,16 @@
-"""The wrapper tileport writes into TileGym passes each tensor to its port's symbol
-part by part (address, dtype code, extents, strides): the parts must be what
-TileGym's own `make_tensor_desc` packs, the constants and grid what `ct.launch`
-was given. Checked through real cffi against a C function of the symbol's
-declaration that keeps what it received (TileGym's unmodified packer read from its
-source, tensors stood in for: no torch or GPU here)."""
+"""The wrapper tileport writes into TileGym packs each launch into the words its
+port's symbol reads, a tensor part by part (address, dtype code, extents, strides):
+the parts must be what TileGym's own `make_tensor_desc` packs, the constants and
+grid what `ct.launch` was given. Checked through real cffi against a C function of
+the symbol's declaration that keeps the words it received (TileGym's unmodified
+packer read from its source, tensors stood in for: no torch or GPU here)."""
 
 from __future__ import annotations
 
 import ast
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,8 @@ class _Dtype(str):
         return f"torch.{str.__str__(self)}"
 
 
-def _namespace(source: str, names: set[str]) -> dict[str, Any]:
-    """The top-level definitions `names` of `source`, executed on their own."""
+def _namespace(source: str, names: set[str], given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The top-level definitions `names` of `source`, executed beside `given` only."""
     tree = ast.parse(source)
     kept = [
         node
@@ -74,7 +75,7 @@ def _namespace(source: str, names: set[str]) -> dict[str, Any]:
             )
         )
     ]
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(given or {})
     exec(compile(ast.Module(body=kept, type_ignores=[]), "<defs>", "exec"), namespace)
     return namespace
 
@@ -93,12 +94,13 @@ PORT = PortFfi(
     num_ctas=2,
     occupancy=None,
 )
-SYMBOL_ARGUMENTS = 19  # x: 2 + 2 + 2, N, eps, y: 2 + 1 + 1, grid 3, hints 2, device, stream
+SYMBOL_WORDS = 19  # x: 2 + 2 + 2, N, eps, y: 2 + 1 + 1, grid 3, hints 2, device, stream
 
 
 class _Recording:
-    """The generated module's launch functions over a C `cutile_k` that keeps its
-    arguments (as int64, in order) and returns the rc it is told."""
+    """The generated module's launch functions over a C `cutile_k` that keeps the
+    words it was passed (read back as int64, eps as the double its word holds) and
+    returns the rc it is told."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tilegym = _namespace(
@@ -113,17 +115,14 @@ class _Recording:
             },
         )
         cdef = PORT.cdef()
-        params = cdef[cdef.index("(") + 1 : cdef.rindex(")")].split(",")
-        names = [p.split()[-1] for p in params]
-        body = "".join(f"    seen[{i}] = (int64_t){n};\n" for i, n in enumerate(names))
+        assert cdef == "int32_t cutile_k(const char *launch);"
         source = tmp_path / "k.c"
         source.write_text(
-            "#include <stdint.h>\n#include <stdbool.h>\n"
-            "int64_t seen[32]; double seen_eps; int32_t next_rc;\n"
-            + cdef.removesuffix(";")
-            + " {\n"
-            + body
-            + "    seen_eps = eps;\n    return next_rc;\n}\n"
+            "#include <stdint.h>\n#include <string.h>\n"
+            "int64_t seen[32]; int32_t next_rc;\n"
+            "int32_t cutile_k(const char *launch) {\n"
+            f"    memcpy(seen, launch, {SYMBOL_WORDS} * 8);\n"
+            "    return next_rc;\n}\n"
         )
         library = tmp_path / "libk.so"
         subprocess.run(["cc", "-shared", "-fPIC", "-o", library, source], check=True)
@@ -131,7 +130,7 @@ class _Recording:
         ffi.cdef(
             self.tilegym["_TENSORDESC_CDEF"]
             + cdef
-            + "\nextern int64_t seen[32]; extern double seen_eps; extern int32_t next_rc;"
+            + "\nextern int64_t seen[32]; extern int32_t next_rc;"
         )
         self.lib = ffi.dlopen(str(library))
         wrapper = render_wrapper("k", "k.py", [], "", [PORT])
@@ -140,14 +139,15 @@ class _Recording:
             {
                 "_KERNEL",
                 "_FFI_CDEF",
+                "_CUTILE_K_WORDS",
                 "_DTYPE_CODES",
                 "_LIBRARY",
                 "_library",
                 "_dtype_code",
-                "_grid",
                 "_k",
                 "_launch",
             },
+            {"struct": struct},
         )
         self.module["bind_kernel_function_cffi"] = lambda kernel, cdef: (ffi, self.lib)
         self.module["make_tensor_desc"] = self.tilegym["make_tensor_desc"]
@@ -156,7 +156,12 @@ class _Recording:
 
     def launch(self, *args: Any, grid: tuple[int, ...] = (4,), stream: Any = 77) -> list[int]:
         self.module["_launch"](stream, grid, self.module["_k"], args)
-        return list(self.lib.seen[0:SYMBOL_ARGUMENTS])
+        return list(self.lib.seen[0:SYMBOL_WORDS])
+
+
+def _double(word: int) -> float:
+    """The double an int64 word holds."""
+    return float(struct.unpack("<d", struct.pack("<q", word))[0])
 
 
 def test_each_tensor_crosses_as_make_tensor_desc_packs_it(tmp_path: Path) -> None:
@@ -172,7 +177,7 @@ def test_each_tensor_crosses_as_make_tensor_desc_packs_it(tmp_path: Path) -> Non
         desc_x = recording.tilegym["make_tensor_desc"](ffi, x)
         desc_y = recording.tilegym["make_tensor_desc"](ffi, y)
         assert seen[0:6] == _parts(desc_x)
-        assert seen[6] == 1000 and recording.lib.seen_eps == 1e-5
+        assert seen[6] == 1000 and _double(seen[7]) == 1e-5
         assert seen[8:12] == _parts(desc_y)
         # The grid padded to three, the kernel's num_ctas, no occupancy, x's device.
         assert seen[12:] == [4, 2, 1, 2, -1, 1, 77]
@@ -193,6 +198,11 @@ def test_what_the_port_cannot_take_is_refused_before_the_symbol(tmp_path: Path) 
     # A dtype TileGym's packer has no code for is refused as it refuses it.
     with pytest.raises(NotImplementedError, match="not supported"):
         recording.launch(FakeTensor("complex64", (3, 5), (5, 1)), 1, 0.5, y)
+    # A value that is no integer where the kernel takes one is refused, not truncated.
+    with pytest.raises(TypeError, match="cutile_k: required argument is not an integer"):
+        recording.launch(x, 1.5, 0.5, y)
+    with pytest.raises(ValueError, match="too many values"):
+        recording.launch(x, 1, 0.5, y, grid=(1, 1, 1, 1))
     # What the symbol refuses comes back as TileGym's check_rc says it.
     recording.lib.next_rc = -6
     with pytest.raises(RuntimeError, match=r"cutile_k failed \(rc=-6\): invalid arguments"):

@@ -671,7 +671,6 @@ impl From<ExprError> for AbiError {
     }
 }
 
-
 // --- generics, grid and plan -----------------------------------------------------------
 
 /// A generic argument of a kernel entry, as the launch passes it.
