@@ -4,9 +4,9 @@ correctness on a GPU.
 1. Copy the checkout's library workspace into `host/library/`
    (`library.create_workspace`): the run's library is built there, never in the
    checkout.
-2. Take the kernel stage B wrote (`generated/kernel.rs`). If the library already
-   holds that exact kernel for this operator it is reused (a re-run changes
-   nothing); otherwise it is copied into the crate (`src/ffi/kernels/<op>.rs`).
+2. Take the kernel stage B wrote (`generated/kernel.rs`), laid out by rustfmt. If
+   the library already holds that kernel for this operator it is reused (a re-run
+   changes nothing); otherwise it is copied into the crate (`src/ffi/kernels/<op>.rs`).
 3. Bind the C ABI to the port from the run's spec and its reference kernel
    (`binding`), generate the launcher, the cdef, the wrapper and the pipeline
    check, and build the library (under the library's file lock).
@@ -45,6 +45,7 @@ from nodes.host_builder.library import (
     build_library,
     create_workspace,
     install_kernel,
+    laid_out_kernel,
     library_lock,
     load_wrapper,
     read_manifest,
@@ -166,12 +167,13 @@ class _Placed:
 
 
 def _place_kernel(crate: LibraryCrate, operator: str, kernel: Path) -> _Placed:
-    """The kernel already in the library when it is the same text, else an installed copy."""
+    """The kernel already in the library when it is the same text laid out, else an
+    installed copy."""
     manifest = read_manifest(crate)
     known = next((op for op in manifest.operators if op.name == operator), None)
     if known is not None:
         current = crate.src_dir / known.kernel
-        if current.is_file() and current.read_bytes() == kernel.read_bytes():
+        if current.is_file() and current.read_text(encoding="utf-8") == laid_out_kernel(kernel):
             return _Placed(
                 current, known.rust_module_path, WriterEntries(known.entries, known.literal_entries)
             )

@@ -14,6 +14,7 @@ import pytest
 from nodes.host_builder import library
 from nodes.host_builder.stage import _build_failure_class, _place_kernel
 from schemas.verdicts import FailureClass
+from toolchain.rustfmt import format_rust
 
 
 def test_stale_when_a_source_is_newer(library_file: Path, tmp_path: Path) -> None:
@@ -84,7 +85,7 @@ def test_an_identical_kernel_is_reused_and_a_new_one_installed(tmp_path: Path) -
     placed = _place_kernel(workspace, "softmax", changed)
     assert placed.path == workspace.kernels_dir / "softmax.rs"
     assert placed.module_path == "crate::ffi::kernels::softmax::softmax_port"
-    assert placed.path.read_text() == changed.read_text()
+    assert placed.path.read_text() == format_rust(changed.read_text(), "2021")
 
 
 @pytest.mark.parametrize(

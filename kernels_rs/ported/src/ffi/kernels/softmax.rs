@@ -26,7 +26,16 @@ pub mod softmax_port {
     /// Variant `row` of `softmax_kernel`; dispatch: `True`.
     #[cutile::entry()]
     #[allow(clippy::too_many_arguments, unused_variables)]
-    unsafe fn softmax_kernel<E: ElementType, const TILE_N: i32, const X_SHAPE_0_DIV: i32, const X_SHAPE_1_DIV: i32, const X_STRIDE_0_DIV: i32, const Y_SHAPE_0_DIV: i32, const Y_SHAPE_1_DIV: i32, const Y_STRIDE_0_DIV: i32>(
+    unsafe fn softmax_kernel<
+        E: ElementType,
+        const TILE_N: i32,
+        const X_SHAPE_0_DIV: i32,
+        const X_SHAPE_1_DIV: i32,
+        const X_STRIDE_0_DIV: i32,
+        const Y_SHAPE_0_DIV: i32,
+        const Y_SHAPE_1_DIV: i32,
+        const Y_STRIDE_0_DIV: i32,
+    >(
         x: *mut E,
         x_shape_0: i32,
         x_shape_1: i32,
@@ -61,8 +70,7 @@ pub mod softmax_port {
         let x_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> {
             dims: &[x_stride_0, 1i32],
         };
-        let x_view: Tensor<E, { [-1, -1] }> =
-            make_tensor_view(x, x_shape, x_strides, token);
+        let x_view: Tensor<E, { [-1, -1] }> = make_tensor_view(x, x_shape, x_strides, token);
         let y_shape_0: i32 = assume_bounds_lower::<_, 0>(y_shape_0);
         let y_shape_0: i32 = divisible::<_, Y_SHAPE_0_DIV>(y_shape_0);
         let y_shape_1: i32 = assume_bounds_lower::<_, 0>(y_shape_1);
@@ -75,8 +83,7 @@ pub mod softmax_port {
         let y_strides: Array<{ [-1, 1] }> = Array::<{ [-1, 1] }> {
             dims: &[y_stride_0, 1i32],
         };
-        let y_view: Tensor<E, { [-1, -1] }> =
-            make_tensor_view(y, y_shape, y_strides, token);
+        let y_view: Tensor<E, { [-1, -1] }> = make_tensor_view(y, y_shape, y_strides, token);
         // row = ct.bid(0)
         let pid: (Tile<i32, { [] }>, Tile<i32, { [] }>, Tile<i32, { [] }>) = tile_block_id::<i32>();
         let row: i32 = tile_to_scalar(pid.0);
