@@ -129,7 +129,21 @@ REDUCE_HELPERS = {
     "mini": "reduce_min",
 }
 UNARY_MATH = frozenset(
-    {"negf", "absf", "absi", "log", "log2", "sin", "cos", "tan", "sinh", "cosh", "floor", "ceil"}
+    {
+        "negf",
+        "negi",
+        "absf",
+        "absi",
+        "log",
+        "log2",
+        "sin",
+        "cos",
+        "tan",
+        "sinh",
+        "cosh",
+        "floor",
+        "ceil",
+    }
 )
 # Binary ops with no attributes, written in their function form (`fpowf(x, y)`).
 BINARY_MATH = frozenset({"fpowf", "remf"})
@@ -958,7 +972,12 @@ class Lifter:
         """The static-parameter arguments of the function form of `op`."""
         attributes = op.attributes
         name = op.name
-        if name in ("addi", "subi", "muli", "shli", "trunci", "negi"):
+        if name == "negi":
+            # negi's bytecode writer defaults a missing overflow to none, which
+            # is what cuTile Python's `-x` carries: `overflow::None` reproduces it.
+            overflow = attributes.get("overflow")
+            return f", {OVERFLOW[overflow]}" if overflow else ", overflow::None"
+        if name in ("addi", "subi", "muli", "shli", "trunci"):
             overflow = attributes.get("overflow")
             if overflow is None:
                 raise Blocked(

@@ -174,6 +174,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
     ),
     OpMapping("absi", "absi(x)", "none", (_ints(r"absi .* : tile<64xi32>"),)),
     OpMapping(
+        "negi",
+        "negi(x, overflow::X) (`-x` on an integer tile; `overflow::None` where the reference "
+        "has no flag: the bytecode writer defaults negi's attribute, unlike addi's)",
+        "overflow flags",
+        (_ints(rf"negi {V} : tile<64xi32>$"), _ints(r"negi .* overflow<no_signed_wrap>")),
+    ),
+    OpMapping(
         "mini",
         "min(a, b) on scalars; mini(a, b) on tiles",
         "signedness from the element type",
@@ -206,8 +213,10 @@ OP_TABLE: tuple[OpMapping, ...] = (
     ),
     OpMapping(
         "cmpi",
-        "a < b (scalars); cmpi(a, b, predicate::X) (tiles)",
-        "all six predicates; signedness from the element type",
+        "a < b (scalars); cmpi(a, b, predicate::X) (tiles); cmpi_unsigned_rN / cmpi_signed_rN "
+        "(declared)",
+        "all six predicates; signedness from the element type, or stated by the declared op "
+        "where the operands' type has the other",
         (
             _ints(r"cmpi equal .* signed"),
             _ints(r"cmpi not_equal .* signed"),
@@ -254,7 +263,7 @@ OP_TABLE: tuple[OpMapping, ...] = (
     OpMapping(
         "ftoi",
         "ftoi(x, rounding::NearestIntToZero)",
-        "signedness from the result element type; rounding (truncation when unprinted)",
+        "signedness from the result element type; rounding (truncation, the default, prints none)",
         (
             _floats(r"ftoi .* signed  : tile<128xf32> -> tile<128xi32>"),
             _floats(r"ftoi .* unsigned"),

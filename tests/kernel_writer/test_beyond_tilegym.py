@@ -40,6 +40,7 @@ PATTERNS = {
         ["f8e8m0fnu"],
         {"sm_100"},
     ),
+    "sign_flip": ("`-x` on int32/int64 tiles (negi)", ["negi("], {"sm_90", "sm_100"}),
     "math_mix": (
         "sin, cos, tan, sinh, cosh, floor, ceil, a float `%` and an integer abs",
         ["sinh(", "remf(", "absi("],
