@@ -167,6 +167,7 @@ OP_NAMES = {
     "ftof": "converted",
     "itof": "as_float",
     "ftoi": "as_int",
+    "bitcast": "bits",
     "permute": "permuted",
     "extract": "part",
     "constant": "cst",
@@ -1118,6 +1119,10 @@ class Lifter:
             self.conversion(op, scope, "convert_tile({})")
             return
         self.conversion(op, scope, "ftof({}, " + ROUNDING[rounding or "nearest_even"] + ")")
+
+    def op_bitcast(self, op: Op, scope: _Scope) -> None:
+        # The annotated result type picks bitcast's target element type.
+        self.conversion(op, scope, "bitcast({})")
 
     def conversion(self, op: Op, scope: _Scope, template: str) -> None:
         operand = self.resolved.operand_ids(op)[0]

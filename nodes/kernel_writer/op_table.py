@@ -277,6 +277,15 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_floats(r"ftof .* : tile<128xf32> -> tile<128xf16>"),),
     ),
     OpMapping(
+        "bitcast",
+        "bitcast(x) with the result type annotated (`ct.bitcast(x, dtype)`)",
+        "none; the source and result types from the tiles",
+        (
+            _floats(r"bitcast .* : tile<128xf32> -> tile<128xi32>"),
+            _floats(r"bitcast .* : tile<128xi32> -> tile<128xf32>"),
+        ),
+    ),
+    OpMapping(
         "addf",
         "a + b; addf(a, b, rounding::X, ftz::X)",
         "rounding<..>, flush_to_zero",

@@ -41,6 +41,11 @@ PATTERNS = {
         {"sm_100"},
     ),
     "sign_flip": ("`-x` on int32/int64 tiles (negi)", ["negi("], {"sm_90", "sm_100"}),
+    "float_bits": (
+        "`ct.bitcast` from float32 to int32 and back (bitcast)",
+        ["bitcast("],
+        {"sm_90", "sm_100"},
+    ),
     "math_mix": (
         "sin, cos, tan, sinh, cosh, floor, ceil, a float `%` and an integer abs",
         ["sinh(", "remf(", "absi("],

@@ -1,4 +1,4 @@
 // An op no cutile-rs construct is mapped for refuses the kernel, naming the op.
 // RESULT: %b
-// BLOCKED: bitcast: no cutile-rs construct
-  %b = bitcast %t : tile<64xf32> -> tile<64xi32>
+// BLOCKED: ptr_to_int: no cutile-rs construct
+  %b = ptr_to_int %arg0 : tile<ptr<f32>> -> tile<i64>
