@@ -152,7 +152,7 @@ class _Inference:
                 self.link([operands[0], operands[1]])
         elif name in ("store_view_tko", "store_ptr_tko"):
             self.link([operands[0], operands[1]])
-        elif name == "mmaf":
+        elif name in ("mmaf", "mmai"):
             self.link([operands[0], operands[1]])
             self.link([operands[2], results[0]])
         self.collect_regions(op, operands, results)
@@ -273,6 +273,10 @@ def _pin_op(
         _pin(classes, find(operands[0]), sign, op)
     if op.name == "ftoi" and sign is not None:
         _pin(classes, find(resolved.result_ids(op)[0]), sign, op)
+    if op.name == "mmai":
+        # cutile-rs's mmai accumulates in `Tile<i32, _>`; the operands' signedness
+        # is the op's own words, not their Rust type.
+        _pin(classes, find(operands[2]), "signed", op)
 
 
 def _pin_compares(

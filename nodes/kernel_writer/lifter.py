@@ -90,6 +90,7 @@ PADDING = {
     "pos_inf": "padding::PosInf",
     "neg_inf": "padding::NegInf",
 }
+SIGNEDNESS = {"signed": "signedness::Signed", "unsigned": "signedness::Unsigned"}
 ATOMIC_MODE = {
     "add": "atomic::Add",
     "addf": "atomic::AddF",
@@ -157,6 +158,7 @@ OP_NAMES = {
     "reshape": "reshaped",
     "broadcast": "bcast",
     "mmaf": "acc",
+    "mmai": "acc",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",
@@ -1175,6 +1177,18 @@ class Lifter:
             raise Blocked(op.name, self.where(op), f"mmaf attributes {sorted(op.attributes)}")
         expr = f"mmaf({self.use(a, 'tile')}, {self.use(b, 'tile')}, {self.use(acc, 'tile')})"
         self.let_value(scope, op, value, False, expr)
+
+    def op_mmai(self, op: Op, scope: _Scope) -> None:
+        a, b, acc = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        # Each operand's signedness is a word of its own (`signed unsigned`), lhs
+        # first; cutile-rs takes both as static parameters, not from the types.
+        signs = [flag for flag in op.flags if flag in SIGNEDNESS]
+        if len(signs) != 2:
+            raise Blocked(op.name, self.where(op), f"mmai signedness {signs}")
+        operands = ", ".join(self.use(v, "tile") for v in (a, b, acc))
+        lhs_sign, rhs_sign = (SIGNEDNESS[sign] for sign in signs)
+        self.let_value(scope, op, value, False, f"mmai({operands}, {lhs_sign}, {rhs_sign})")
 
     def op_reduce(self, op: Op, scope: _Scope) -> None:
         operand = self.resolved.operand_ids(op)[0]

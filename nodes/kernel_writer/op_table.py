@@ -431,6 +431,16 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_shapes(r"mmaf .* : tile<16x16xf16>, tile<16x16xf16>, tile<16x16xf32>"),),
     ),
     OpMapping(
+        "mmai",
+        "mmai(a, b, acc, signedness::X, signedness::X) (`ct.mma` on int8/uint8 tiles with an "
+        "int32 accumulator)",
+        "each operand's signedness; operand and accumulator types from the tiles",
+        (
+            _shapes(r"mmai .* signed signed : tile<16x16xi8>, tile<16x16xi8>, tile<16x16xi32>"),
+            _shapes(r"mmai .* unsigned unsigned : tile<16x16xi8>"),
+        ),
+    ),
+    OpMapping(
         "make_tensor_view",
         "make_tensor_view(base, Shape::<{[-1, ..]}> { dims }, Array::<{[-1, 1]}> { dims }, token)",
         "dynamic shape; static (unit) and dynamic strides",

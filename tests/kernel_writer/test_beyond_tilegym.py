@@ -35,6 +35,11 @@ PATTERNS = {
         ["c: *mut f32", "mmaf("],
         {"sm_90", "sm_100"},
     ),
+    "int8_mma": (
+        "`ct.mma` on int8 and on uint8 tiles into int32 accumulators (mmai)",
+        ["signedness::Signed, signedness::Signed", "signedness::Unsigned, signedness::Unsigned"],
+        {"sm_90", "sm_100"},
+    ),
     "scaled_rows": (
         "float8_e8m0fnu block scales, which cuTile compiles for sm_100 only",
         ["f8e8m0fnu"],
