@@ -30,6 +30,7 @@ SAME_TYPE_OPS = frozenset(
         "addi",
         "subi",
         "muli",
+        "mulhii",
         "divi",
         "remi",
         "mini",

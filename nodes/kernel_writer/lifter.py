@@ -147,7 +147,7 @@ UNARY_MATH = frozenset(
     }
 )
 # Binary ops with no attributes, written in their function form (`fpowf(x, y)`).
-BINARY_MATH = frozenset({"fpowf", "remf"})
+BINARY_MATH = frozenset({"fpowf", "remf", "mulhii"})
 FTZ_UNARY = frozenset({"exp2", "rsqrt"})
 OP_NAMES = {
     "cat": "joined",
@@ -159,6 +159,7 @@ OP_NAMES = {
     "broadcast": "bcast",
     "mmaf": "acc",
     "mmai": "acc",
+    "mulhii": "high",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",

@@ -181,6 +181,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_ints(rf"negi {V} : tile<64xi32>$"), _ints(r"negi .* overflow<no_signed_wrap>")),
     ),
     OpMapping(
+        "mulhii",
+        "mulhii(a, b) (no API of cuTile Python 1.7 writes it: the lift is proven on IR, not on a "
+        "cuTile kernel)",
+        "none",
+        (_ints(rf"mulhii {V}, {V} : tile<64xi32>$"),),
+    ),
+    OpMapping(
         "mini",
         "min(a, b) on scalars; mini(a, b) on tiles",
         "signedness from the element type",
