@@ -1,7 +1,9 @@
 """What of the installed cuTile toolchain the kernel writer covers: every op of the
 `cuda_tile` dialect (the op list of cuda-tile's own bytecode encoder, the installed
 package, not a list typed here) and every dtype cuTile Python names, each with how
-a port gets it: the op table's cutile-rs construct (docs/OP_MAPPING.md), or not yet.
+a port gets it: the op table's cutile-rs construct (docs/OP_MAPPING.md), the
+upstream gap that keeps it out (UPSTREAM_GAPS below: docs/UPSTREAM_GAPS.md holds
+each gap's reproducer), or not yet.
 
     python -m nodes.kernel_writer.coverage > docs/DIALECT_COVERAGE.md
 
@@ -11,10 +13,13 @@ a dtype the committed table lacks, or the table no longer says what the code doe
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Final, get_args
 
 from nodes.kernel_writer.op_table import OP_TABLE
 from schemas.port_spec import DTypeName
+
+GAPS_DOC: Final = Path(__file__).resolve().parents[2] / "docs" / "UPSTREAM_GAPS.md"
 
 # Ops that are the structure a module is written in, not something a kernel body lifts.
 STRUCTURE: Final = {
@@ -23,6 +28,13 @@ STRUCTURE: Final = {
     "global": "not emitted by cuTile Python kernels",
     "get_global": "not emitted by cuTile Python kernels",
 }
+# Ops and dtypes no port can have with cutile-rs 0.5.0 and cuTile Python 1.7, each with
+# the docs/UPSTREAM_GAPS.md section (its `## Gn:` heading is the table's line) that
+# holds the reproducer: the one place an op is declared an upstream gap.
+UPSTREAM_GAPS: Final[dict[str, str]] = {
+    "fpowi": "G19",
+}
+_GAP_HEADING = re.compile(r"^## (G\d+): (.+)$", re.MULTILINE)
 _TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z0-9]+|[A-Z]+")
 
 
@@ -63,8 +75,22 @@ def cutile_dtypes() -> list[str]:
     return sorted(name for name in dir(ct) if isinstance(getattr(ct, name), ct.DType))
 
 
+def gap_titles(text: str | None = None) -> dict[str, str]:
+    """Each `## Gn: title` section of docs/UPSTREAM_GAPS.md, by its id."""
+    found = _GAP_HEADING.findall(GAPS_DOC.read_text() if text is None else text)
+    return {gap: title.strip() for gap, title in found}
+
+
+def _gap_status(name: str, titles: dict[str, str]) -> str:
+    gap = UPSTREAM_GAPS[name]
+    if gap not in titles:
+        raise KeyError(f"{name} is marked {gap}, which docs/UPSTREAM_GAPS.md has no section for")
+    return f"upstream gap {gap}: {titles[gap].replace('|', '/')}"
+
+
 def op_rows() -> list[tuple[str, str]]:
     mapped = {entry.op: entry for entry in OP_TABLE}
+    titles = gap_titles()
     rows = []
     for op in dialect_ops():
         if op in mapped:
@@ -72,6 +98,8 @@ def op_rows() -> list[tuple[str, str]]:
             rows.append((op, f"ported: {mapped[op].rust.replace('|', '/')}{gaps}"))
         elif op in STRUCTURE:
             rows.append((op, f"structure: {STRUCTURE[op]}"))
+        elif op in UPSTREAM_GAPS:
+            rows.append((op, _gap_status(op, titles)))
         else:
             rows.append((op, "not yet: a kernel using it is BLOCKED, naming the op"))
     return rows
@@ -79,15 +107,22 @@ def op_rows() -> list[tuple[str, str]]:
 
 def dtype_rows() -> list[tuple[str, str]]:
     spec = set(get_args(DTypeName))
-    return [  # cuTile spells bool `bool_`
-        (name, "a spec dtype" if name.rstrip("_") in spec else "not yet a spec dtype")
-        for name in cutile_dtypes()
-    ]
+    titles = gap_titles()
+    rows = []
+    for name in cutile_dtypes():
+        if name.rstrip("_") in spec:  # cuTile spells bool `bool_`
+            rows.append((name, "a spec dtype"))
+        elif name in UPSTREAM_GAPS:
+            rows.append((name, _gap_status(name, titles)))
+        else:
+            rows.append((name, "not yet a spec dtype"))
+    return rows
 
 
 def markdown() -> str:
     ops = op_rows()
     ported = sum(status.startswith("ported") for _, status in ops)
+    gaps = sum(status.startswith("upstream gap") for _, status in ops)
     dtypes = dtype_rows()
     lines = [
         "# Dialect coverage: every cuda_tile op and cuTile dtype",
@@ -96,9 +131,10 @@ def markdown() -> str:
         "(its bytecode encoder's op list and cuTile Python's dtypes) and the kernel",
         "writer's op table; `tests/kernel_writer/test_coverage.py` fails when they and",
         "this page differ. Each ported op has a probe kernel that compiles to it and a",
-        "lift test (docs/OP_MAPPING.md).",
+        "lift test (docs/OP_MAPPING.md); each upstream gap has a section in",
+        "docs/UPSTREAM_GAPS.md with a minimal reproducer.",
         "",
-        f"Ops: {ported} of {len(ops)} ported.",
+        f"Ops: {ported} of {len(ops)} ported; upstream gaps: {gaps}.",
         "",
         "| op | how a port gets it |",
         "|---|---|",

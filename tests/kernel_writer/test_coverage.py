@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.kernel_writer.coverage import dialect_name, dialect_ops, markdown
+from nodes.kernel_writer.coverage import (
+    STRUCTURE,
+    UPSTREAM_GAPS,
+    cutile_dtypes,
+    dialect_name,
+    dialect_ops,
+    gap_titles,
+    markdown,
+)
 from nodes.kernel_writer.op_table import OP_TABLE
 from toolchain.env import REPO_ROOT
 
@@ -23,6 +31,24 @@ def test_the_committed_page_is_what_the_toolchain_and_op_table_say() -> None:
 def test_every_mapped_op_is_an_op_of_the_installed_dialect() -> None:
     ops = set(dialect_ops())
     assert [entry.op for entry in OP_TABLE if entry.op not in ops] == []
+
+
+def test_every_upstream_gap_has_its_section_in_the_gaps_doc() -> None:
+    titles = gap_titles()
+    missing = {name: gap for name, gap in UPSTREAM_GAPS.items() if gap not in titles}
+    assert missing == {}, "docs/UPSTREAM_GAPS.md lacks a `## Gn:` section for these"
+
+
+def test_an_upstream_gap_is_an_op_or_dtype_of_the_toolchain_and_not_ported() -> None:
+    known = set(dialect_ops()) | set(cutile_dtypes())
+    assert [name for name in UPSTREAM_GAPS if name not in known] == []
+    ported = {entry.op for entry in OP_TABLE}
+    assert [name for name in UPSTREAM_GAPS if name in ported or name in STRUCTURE] == []
+
+
+def test_the_gap_titles_are_read_from_the_section_headings() -> None:
+    text = "## G1: first gap\nbody\n## Not a gap\n## G22: `op` has no construct\n"
+    assert gap_titles(text) == {"G1": "first gap", "G22": "`op` has no construct"}
 
 
 @pytest.mark.parametrize(
