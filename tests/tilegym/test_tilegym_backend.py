@@ -367,7 +367,7 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "shape[0] % 16" not in ffi
     # ct.launch's arguments in its order, packed in words: x, y, N_ELEMENTS, BLOCK_SIZE.
     assert 'pub unsafe extern "C" fn cutile_relu(launch: *const u8) -> i32 {' in ffi
-    assert "let n_elements: i64 = w[12] as i64;\n    let block_size: i64 = w[13] as i64;" in ffi
+    assert "let n_elements: i64 = w[8] as i64;\n    let block_size: i64 = w[9] as i64;" in ffi
     # Both classes the records lack were proven, not only declared: a bf16 and a
     # ragged (odd-extent) configuration, each matching the reference's IR.
     report = PortReport.model_validate_json(
@@ -550,7 +550,10 @@ def _relu_serves_what_no_record_holds(library: Path) -> None:
         y = (0x7F0000100002, y_dtype, n, stride)
         # The words as the wrapper packs them: x, y, N_ELEMENTS, BLOCK_SIZE, the grid,
         # num_cta_in_cga, occupancy, the device (an invalid one) and the stream.
-        words = struct.pack("<QqqqQqqqqqqqqqqQ", *x, *y, n, block, grid, 1, 1, -1, -1, -1, 0)
+        tensors, constants, tail = "Qqqq" * 2, "qq", "qqq" + "qqq" + "Q"
+        words = struct.pack(
+            f"<{tensors}{constants}{tail}", *x, *y, n, block, grid, 1, 1, -1, -1, -1, 0
+        )
         return int(relu(words))
 
     invalid_args, unsupported_dtype, device_init_failed = -6, -2, -4
