@@ -191,6 +191,21 @@ def _tensor(arg: LaunchArg) -> TensorArg | None:
     return None
 
 
+def _tile_following(value: object, before: Mapping[str, int], after: Mapping[str, int]) -> object:
+    """A free integer constant as it follows the extents it equals: a tile as wide as
+    the row it fills (rms_norm's TILE_SIZE of N columns: no rule, since the host
+    caps it by the element size) stays as wide when the row shrinks to another power
+    of two, a tile's only possible shape. Extents it equals that move apart, or to a
+    value no tile can have, leave it as it was."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    moved = {after[name] for name, extent in before.items() if extent == value and name in after}
+    if len(moved) != 1:
+        return value
+    [width] = moved
+    return width if width > 0 and width & (width - 1) == 0 else value
+
+
 def _number(arg: LaunchArg) -> bool | int | float:
     if isinstance(arg, IntArg | FloatArg | BoolArg):
         return arg.value
@@ -335,8 +350,10 @@ class KernelSpec:
 
     def rederive(self, config: dict[str, Any], dims: dict[str, int]) -> dict[str, Any] | None:
         """`config`'s constants for the extents `dims`: those a rule derives from the
-        extents follow them, the others keep their values; None where a rule does not
-        evaluate there."""
+        extents follow them, and so does a free integer (no rule: the records held
+        several values) that equals extents of `config` which all move to one power
+        of two (`_tile_following`); the others keep their values. None where a rule
+        does not evaluate there."""
         scope: dict[str, int | float | bool] = {"num_sms": NUM_SMS, **dims}
         constants: dict[str, Any] = {}
         for name, value in config.get("constants", {}).items():
@@ -346,6 +363,8 @@ class KernelSpec:
                     value = evaluate_int(rule, scope)
                 except (KeyError, ValueError, ZeroDivisionError):
                     return None
+            elif rule is None and name in self.constant_rules:
+                value = _tile_following(value, config.get("dims", {}), dims)
             constants[name] = value
             scope[name] = value
         return constants

@@ -68,6 +68,23 @@ def fill_rows(out, N_ROWS: ConstInt):
 """
 
 
+ROW_SCALE = """\
+import cuda.tile as ct
+
+
+@ct.kernel
+def row_scale(x, out, N: ct.Constant[int], TILE: ct.Constant[int]):
+    row = ct.bid(0)
+    offsets = ct.arange(TILE, dtype=ct.int32)
+    num_tiles = ct.cdiv(N, TILE)
+    check_bound = num_tiles * TILE != N
+    for j in range(num_tiles):
+        offs = j * TILE + offsets
+        tile = ct.gather(x, (row, offs), check_bounds=check_bound)
+        ct.scatter(out, (row, offs), tile * 2.0, check_bounds=check_bound)
+"""
+
+
 @pytest.fixture
 def library(tmp_path: Path) -> Path:
     root = tmp_path / "src"
@@ -79,6 +96,7 @@ def library(tmp_path: Path) -> Path:
         "mylib/ops/helpers.py": HELPERS,
         "mylib/ops/rows.py": KERNELS,
         "mylib/ops/fill.py": FILL,
+        "mylib/ops/scale.py": ROW_SCALE,
     }.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,6 +181,42 @@ def test_widened_integers_are_generic_candidates_not_variants(
     assert {v.when for v in spec.variants} == {"(SCALE == True)", "(SCALE == False)"}
     recorded = [c for c in spec.test_configs if not c.name.endswith(("_ragged", "bfloat16"))]
     assert {c.constants["BLOCK"] for c in recorded} == {64, 128, 256}
+
+
+def scale_record(rows: int, width: int, tile: int) -> LaunchRecord:
+    return LaunchRecord.model_validate(
+        {
+            "test": "tests/test_scale.py::test[x]",
+            "kernel": "row_scale",
+            "file": "mylib/ops/scale.py",
+            "line": 7,
+            "grid": [rows, 1, 1],
+            "params": ["x", "out", "N", "TILE"],
+            "args": [
+                tensor("float16", [rows, width]),
+                tensor("float16", [rows, width]),
+                {"kind": "int", "value": width},
+                {"kind": "int", "value": tile},
+            ],
+        }
+    )
+
+
+def test_a_tile_as_wide_as_its_row_narrows_with_it(library: Path, tmp_path: Path) -> None:
+    # TILE follows no rule (the host caps it: 2048 for 18432 columns), so it is free;
+    # the rows that fill their tiles (no bounds check) were all recorded 16-aligned.
+    # Their narrower class (8 columns) keeps a tile as wide as the row, so it stays
+    # in that variant and the width's fact becomes a generic: rows of 2, 4 and 8
+    # columns are served, not refused for a 16-divisibility no launch promised.
+    records = [scale_record(256, 256, 256), scale_record(64, 768, 1024)]
+    records.append(scale_record(32, 18432, 2048))
+    written, problems = write_specs(records, library, tmp_path / "specs", widen=True)
+    assert problems == []
+    spec = load_port_spec(written[0].path)
+    [filled] = [v.name for v in spec.variants if v.when.startswith("(not")]
+    narrow = [c for c in spec.test_configs if c.name.endswith("_half_aligned")]
+    assert [(c.dims, c.constants) for c in narrow] == [({"X_0": 8, "X_1": 8}, {"N": 8, "TILE": 8})]
+    assert spec.resolve(narrow[0], "test").variant == filled
 
 
 def fill_record(rows: int, dtype: str = "int32") -> LaunchRecord:
