@@ -65,6 +65,7 @@ SAME_TYPE_OPS = frozenset(
         "ceil",
         "pow",
         "fpowf",
+        "atan2",
     }
 )
 SHAPE_OPS = frozenset({"reshape", "broadcast", "permute", "extract", "assume", "offset"})

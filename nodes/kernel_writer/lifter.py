@@ -147,7 +147,7 @@ UNARY_MATH = frozenset(
     }
 )
 # Binary ops with no attributes, written in their function form (`fpowf(x, y)`).
-BINARY_MATH = frozenset({"fpowf", "remf", "mulhii"})
+BINARY_MATH = frozenset({"fpowf", "remf", "mulhii", "atan2"})
 FTZ_UNARY = frozenset({"exp2", "rsqrt"})
 OP_NAMES = {
     "cat": "joined",
@@ -160,6 +160,7 @@ OP_NAMES = {
     "mmaf": "acc",
     "mmai": "acc",
     "mulhii": "high",
+    "atan2": "angle",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",

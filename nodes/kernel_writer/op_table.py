@@ -372,6 +372,12 @@ OP_TABLE: tuple[OpMapping, ...] = (
         "none",
         (_floats(rf"fpowf {V}, {V} : tile<128xf32>"),),
     ),
+    OpMapping(
+        "atan2",
+        "atan2(y, x) (`ct.atan2(y, x)`: the operands in the reference's order)",
+        "none",
+        (_floats(rf"atan2 {V}, {V} : tile<128xf32>"),),
+    ),
     OpMapping("log2", "log2(x)", "none", (_floats(r"log2 .* : tile<128xf32>"),)),
     OpMapping(
         "rsqrt",

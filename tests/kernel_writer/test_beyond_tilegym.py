@@ -51,6 +51,7 @@ PATTERNS = {
         ["bitcast("],
         {"sm_90", "sm_100"},
     ),
+    "polar_angle": ("`ct.atan2(y, x)` elementwise (atan2)", ["atan2(ty, tx)"], {"sm_90", "sm_100"}),
     "math_mix": (
         "sin, cos, tan, sinh, cosh, floor, ceil, a float `%` and an integer abs",
         ["sinh(", "remf(", "absi("],

@@ -142,11 +142,11 @@ def test_floor_division_fix_up_keeps_its_false_constant(tmp_path: Path) -> None:
 
 
 def test_unmapped_op_is_blocked_with_its_source_location(tmp_path: Path) -> None:
-    report = port_kernel(FIXTURES / "polar_angle.port.yaml", tmp_path)
+    report = port_kernel(FIXTURES / "packed_bytes.port.yaml", tmp_path)
     assert report.verdict is KernelWriterVerdict.BLOCKED
     [blocked] = report.blocked
-    assert blocked.op == "atan2"
-    assert blocked.location == "polar_angle.py:12:12"
+    assert blocked.op == "pack"
+    assert blocked.location == "packed_bytes.py:13:13"
     assert "no cutile-rs construct" in blocked.missing
     assert not (tmp_path / KERNEL_FILE).exists()
 
@@ -174,7 +174,7 @@ def test_unsupported_construct_is_blocked_where_it_is(
 def test_cli_reports_json_and_exit_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = run_cli(str(FIXTURES / "polar_angle.port.yaml"), "--out", str(tmp_path), "--json")
+    code = run_cli(str(FIXTURES / "packed_bytes.port.yaml"), "--out", str(tmp_path), "--json")
     assert code == ExitCode.STAGE_FAILED  # as in tileport convert
     assert json.loads(capsys.readouterr().out)["verdict"] == "BLOCKED"
 
@@ -223,10 +223,10 @@ def test_stage_node_reports_for_the_pipeline(tmp_path: Path) -> None:
 
 
 def test_stage_node_reports_blocked_constructs(tmp_path: Path) -> None:
-    report = run(_state(FIXTURES / "polar_angle.port.yaml", tmp_path)).report
+    report = run(_state(FIXTURES / "packed_bytes.port.yaml", tmp_path)).report
     assert isinstance(report, KernelWriterReport)
     assert report.verdict is KernelWriterVerdict.BLOCKED
     assert report.unsupported_constructs == [
-        "atan2 at polar_angle.py:12:12: no cutile-rs construct is mapped for it"
+        "pack at packed_bytes.py:13:13: no cutile-rs construct is mapped for it"
     ]
     assert report.kernel_rs is None and not report.generated_ir

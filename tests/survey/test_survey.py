@@ -1,5 +1,5 @@
 """`tileport survey`: the rows, totals and markdown on rows written here; the command
-on a tiny library written here (a kernel that ports COMPILED, one BLOCKED at atan2,
+on a tiny library written here (a kernel that ports COMPILED, one BLOCKED at pack,
 one whose file is gone), each kernel's row where it stopped."""
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ def scale_kernel(x, y, TILE: ct.Constant[int]):
 
 
 @ct.kernel
-def polar_angle_kernel(x, y, out, TILE: ct.Constant[int]):
+def packed_bytes_kernel(x, out, TILE: ct.Constant[int]):
     block = ct.bid(0)
     tx = ct.load(x, index=(block,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
-    ty = ct.load(y, index=(block,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
-    ct.store(out, index=(block,), tile=ct.atan2(ty, tx))
+    ct.store(out, index=(block,), tile=ct.pack_to_bytes(tx))
 """
 
 
@@ -44,7 +43,7 @@ def row(kernel: str, stage: SurveyStage, verdict: str, detail: str = "") -> Kern
 
 ROWS = [
     row("a", SurveyStage.SPECS, "NO_SPEC", "no module 'lib.gone' under the source root"),
-    row("b", SurveyStage.PORT, "BLOCKED", "atan2 at ops.py:16:37: no cutile-rs construct"),
+    row("b", SurveyStage.PORT, "BLOCKED", "pack at ops.py:15:39: no cutile-rs construct"),
     row("c", SurveyStage.PORT, "COMPILED", "IR exact, SASS-identical sm_90/sm_100"),
     row("d", SurveyStage.CONVERT, "FAIL", "stopped after host_builder FAIL (host) | x"),
     row("e", SurveyStage.CONVERT, "AWAITING_GPU", "awaiting a GPU"),
@@ -79,9 +78,8 @@ def test_the_markdown_has_a_row_per_kernel_and_the_totals() -> None:
     report = SurveyReport.of("tileport survey l.jsonl", SurveyStage.BUNDLE, ROWS, "out/b.tar.xz")
     text = survey_markdown(report)
     assert "    tileport survey l.jsonl" in text
-    assert (
-        "| b | lib/ops.py | port | BLOCKED | atan2 at ops.py:16:37: no cutile-rs construct |"
-        in (text)
+    assert "| b | lib/ops.py | port | BLOCKED | pack at ops.py:15:39: no cutile-rs construct |" in (
+        text
     )
     assert "stopped after host_builder FAIL (host) \\| x" in text  # one cell, not two
     assert text.count("\n| ") == 1 + len(ROWS)  # the header and the rows
@@ -113,10 +111,10 @@ def write_library(tmp_path: Path) -> Path:
     return root
 
 
-def tensor(n: int) -> dict[str, object]:
+def tensor(n: int, dtype: str = "float32") -> dict[str, object]:
     return {
         "kind": "tensor",
-        "dtype": "float32",
+        "dtype": dtype,
         "shape": [n],
         "stride": [1],
         "align16": True,
@@ -124,7 +122,13 @@ def tensor(n: int) -> dict[str, object]:
     }
 
 
-def record(kernel: str, file: str, arrays: list[str], line: int) -> LaunchRecord:
+def record(
+    kernel: str,
+    file: str,
+    arrays: list[str],
+    line: int,
+    tensors: list[dict[str, object]] | None = None,
+) -> LaunchRecord:
     return LaunchRecord.model_validate(
         {
             "test": "tests/test_ops.py::test",
@@ -133,14 +137,20 @@ def record(kernel: str, file: str, arrays: list[str], line: int) -> LaunchRecord
             "line": line,
             "grid": [4, 1, 1],
             "params": [*arrays, "TILE"],
-            "args": [*(tensor(1000) for _ in arrays), {"kind": "int", "value": 256}],
+            "args": [
+                *(tensors or [tensor(1000) for _ in arrays]),
+                {"kind": "int", "value": 256},
+            ],
         }
     )
 
 
 RECORDS = [
     record("scale_kernel", "lib/ops.py", ["x", "y"], 4),
-    record("polar_angle_kernel", "lib/ops.py", ["x", "y", "out"], 11),
+    # pack_to_bytes writes a float32 tile's 4 bytes per element.
+    record(
+        "packed_bytes_kernel", "lib/ops.py", ["x", "out"], 11, [tensor(1000), tensor(4000, "uint8")]
+    ),
     record("gone_kernel", "lib/gone.py", ["x", "y"], 4),
 ]
 
@@ -215,11 +225,11 @@ def test_each_kernel_stops_where_its_stage_says(tmp_path: Path) -> None:
     rows = {r.kernel: r for r in report.rows}
     assert [(r.kernel, r.stage, r.verdict) for r in report.rows] == [
         ("scale_kernel", "port", "COMPILED"),
-        ("polar_angle_kernel", "port", "BLOCKED"),
+        ("packed_bytes_kernel", "port", "BLOCKED"),
         ("gone_kernel", "specs", "NO_SPEC"),
     ]
     assert "SASS-identical" in rows["scale_kernel"].detail
-    assert rows["polar_angle_kernel"].detail.startswith("atan2 at ")
+    assert rows["packed_bytes_kernel"].detail.startswith("pack at ")
     assert rows["scale_kernel"].spec == "scale_kernel" and rows["gone_kernel"].spec is None
     assert report.totals == SurveyTotals(
         kernels=3, specs_written=2, compiled=1, at_gpu_boundary=0, bundled=0
