@@ -19,6 +19,7 @@ reads its arguments (`_SymbolOperands`) and how it refuses.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,23 +91,21 @@ macro_rules! checked {
 
 
 _DESCRIPTOR_FUNCTION = f"""
-/// A tensor's descriptor from the parts a symbol takes (`R` extents and strides).
-fn descriptor<const R: usize>(
-    ptr: u64,
-    dtype: i32,
-    shape: [i64; R],
-    strides: [i64; R],
-) -> TensorDesc {{
+/// A tensor's descriptor from its `2 + 2 * R` launch words: address, ffi_util dtype
+/// code, `R` extents, `R` strides; None where the dtype code is no i32.
+fn descriptor<const R: usize>(words: &[u64]) -> Option<TensorDesc> {{
     let mut desc = TensorDesc {{
-        ptr,
+        ptr: words[0],
         ndim: R as i32,
         shape: [0; {MAX_RANK}],
         strides: [0; {MAX_RANK}],
-        dtype,
+        dtype: narrow(words[1])?,
     }};
-    desc.shape[..R].copy_from_slice(&shape);
-    desc.strides[..R].copy_from_slice(&strides);
-    desc
+    for dim in 0..R {{
+        desc.shape[dim] = words[2 + dim] as i64;
+        desc.strides[dim] = words[2 + R + dim] as i64;
+    }}
+    Some(desc)
 }}
 """
 
@@ -121,14 +120,13 @@ class LaunchWord:
     ctype: str
 
 
-# The words after the kernel's arguments: the grid, the compile hints (<=0: the
-# default), the tensors' CUDA device and the stream.
+# The words after the kernel's arguments: the grid, the tensors' CUDA device and the
+# stream. No compile hints: the port's entry is launched as the kernel writer
+# proved it, its hints compiled in (`tileport_proven`, G17).
 LAUNCH_TAIL: Final = (
     LaunchWord("grid_x", "uint32_t"),
     LaunchWord("grid_y", "uint32_t"),
     LaunchWord("grid_z", "uint32_t"),
-    LaunchWord("num_cta_in_cga", "int32_t"),
-    LaunchWord("occupancy", "int32_t"),
     LaunchWord("device_id", "int32_t"),
     LaunchWord("raw_stream", "uint64_t"),
 )
@@ -158,30 +156,62 @@ def launch_words(params: Sequence[tuple[str, str]], ranks: dict[str, int]) -> li
     return [*words, *LAUNCH_TAIL]
 
 
-def _read_words(sym: str, words: list[LaunchWord]) -> list[str]:
-    """The lines binding each word of a symbol's launch to its name, as its C type;
-    a narrower integer that does not fit refuses the launch."""
+def _read_words(
+    sym: str, params: list[tuple[str, str]], ranks: dict[str, int], body: str
+) -> list[str]:
+    """The lines reading a symbol's launch words: each tensor as ffi_util's
+    descriptor (`<name>_d`), each other argument and the tail as its C type, only
+    what `body` (the rest of the symbol) reads. A dtype code or a narrower integer
+    that does not fit refuses the launch."""
+    count = len(launch_words(params, ranks))
     lines = [
-        f"    // SAFETY: the wrapper passes the {len(words)} words its struct packs.",
-        f"    let Some(w) = (unsafe {{ launch_words::<{len(words)}>(launch) }}) else {{",
+        f"    // SAFETY: the wrapper passes the {count} words its struct packs.",
+        f"    let Some(w) = (unsafe {{ launch_words::<{count}>(launch) }}) else {{",
         f'        eprintln!("{sym}: no launch was passed");',
         "        return rc::NULL_PTR;",
         "    };",
     ]
-    narrowed: list[tuple[str, str]] = []
-    for index, word in enumerate(words):
-        if word.ctype in _NARROWED:
-            narrowed.append((word.name, f"narrow::<{_NARROWED[word.ctype]}>(w[{index}])"))
+    checked: list[tuple[str, str]] = []  # (local, read) whose value may not fit
+    plain: list[tuple[str, str]] = []  # (local, its `let`)
+    index = 0
+    for name, ctype in [*params, *((word.name, word.ctype) for word in LAUNCH_TAIL)]:
+        if ctype == "tensor":
+            rank = ranks[name]
+            checked.append((_descriptor(name), f"descriptor::<{rank}>(&w[{index}..])"))
+            index += 2 + 2 * rank
             continue
-        rust, read = _WORD_READS[word.ctype]
-        lines.append(f"    let {word.name}: {rust} = {read.format(w=f'w[{index}]')};")
-    if narrowed:
-        names = ", ".join(f"Some({name})" for name, _ in narrowed)
-        reads = ", ".join(read for _, read in narrowed)
-        lines.append(f"    let ({names}) = ({reads}) else {{")
-        lines.append(_refusal(sym, "a dtype code, grid extent, hint or device is out of range"))
+        local = _variable(name)
+        if ctype in _NARROWED:
+            checked.append((local, f"narrow::<{_NARROWED[ctype]}>(w[{index}])"))
+        else:
+            rust, read = _WORD_READS[ctype]
+            plain.append((local, f"    let {local}: {rust} = {read.format(w=f'w[{index}]')};"))
+        index += 1
+    assert index == count, "the words read are the words packed"
+    checked = [(local, read) for local, read in checked if _reads(body, local)]
+    if checked:
+        names = ", ".join(f"Some({local})" for local, _ in checked)
+        reads = ", ".join(read for _, read in checked)
+        lines.append(f"    let ({names},) = ({reads},) else {{")
+        lines.append(_refusal(sym, "a dtype code, grid extent or device is out of range"))
         lines.append("    };")
+    lines += [line for local, line in plain if _reads(body, local)]
     return lines
+
+
+def _reads(body: str, name: str, twice: bool = False) -> bool:
+    """Whether `body` names `name` (`twice`: besides the line binding it)."""
+    return len(re.findall(rf"\b{re.escape(name)}\b", body)) > (1 if twice else 0)
+
+
+# A dimension symbol's binding in a symbol (`let x_0: i64 = x_d.shape[0];`).
+_BOUND = re.compile(r"^    let (\w+): i64 = \w+_d\.shape\[\d+\];$")
+_BOUND_COMMENT = "    // Dimension symbols of the port spec, bound from the descriptors."
+
+
+def _descriptor(array: str) -> str:
+    """The Rust local holding an array's descriptor."""
+    return f"{_variable(array)}_d"
 
 
 _WORDS_FUNCTION = """
@@ -336,16 +366,16 @@ class _SymbolOperands:
         return "dty"
 
     def itemsize(self, array: str) -> str:
-        return f"dtype_elem_size({array}_d.dtype) as i64"
+        return f"dtype_elem_size({_descriptor(array)}.dtype) as i64"
 
     def address(self, array: str) -> str:
-        return f"{array}_d.ptr"
+        return f"{_descriptor(array)}.ptr"
 
     def extent(self, array: str, dim: int) -> str:
-        return f"{array}_d.shape[{dim}]"
+        return f"{_descriptor(array)}.shape[{dim}]"
 
     def stride(self, array: str, dim: int) -> str:
-        return f"{array}_d.strides[{dim}]"
+        return f"{_descriptor(array)}.strides[{dim}]"
 
     def list_fact(self, rule: GenericRule) -> str | None:
         return None  # a symbol takes no list of arrays (`render_ffi`)
@@ -358,12 +388,13 @@ class _SymbolOperands:
 
     def parameter(self, source: ParamSource) -> str:
         # Extents and strides were checked to fit the kernel's i32 (`render_ffi`).
+        desc = _descriptor(source.array or "")
         if source.kind == "pointer":
-            return f"{source.array}_d.ptr"
+            return f"{desc}.ptr"
         if source.kind == "shape":
-            return f"{source.array}_d.shape[{source.dim}] as i32"
+            return f"{desc}.shape[{source.dim}] as i32"
         if source.kind == "stride":
-            return f"{source.array}_d.strides[{source.dim}] as i32"
+            return f"{desc}.strides[{source.dim}] as i32"
         if source.kind == "scalar" and source.scalar:
             name = _variable(source.scalar)
             return f"{name} as {source.reinterpret}" if source.reinterpret else name
@@ -441,9 +472,10 @@ def render_ffi(
     exprs = SpecExpr(spec_variables(spec, set(binding.bound_symbols)), sym)
     operands = _SymbolOperands(sym)
     passed = {name for name, ctype in params if ctype != "tensor"}
+    ranks = {name: array.rank for name, array in spec.arrays.items()}
 
     entries = ", ".join(f"`{v.entry}`" for v in binding.variants)
-    lines = [
+    signature = [
         *textwrap.wrap(
             f"`{sym}`: `ct.launch` of `{spec.kernel}` ({source}) on its port ({entries}).",
             width=88,
@@ -453,18 +485,8 @@ def render_ffi(
         "#[unsafe(no_mangle)]",
         f'pub unsafe extern "C" fn {sym}(launch: *const u8) -> i32 {{',
     ]
-    ranks = {name: array.rank for name, array in spec.arrays.items()}
-    lines += _read_words(sym, launch_words(params, ranks))
-    lines.append("    // Each tensor's descriptor, as ffi_util reads one.")
-    for array in binding.arrays:
-        parts = dict(tensor_c_parameters(array.name, array.rank))
-        shape = ", ".join(p for p, kind in parts.items() if kind == "shape")
-        strides = ", ".join(p for p, kind in parts.items() if kind == "stride")
-        lines.append(
-            f"    let {array.name}_d = descriptor({array.name}_ptr, {array.name}_dtype, "
-            f"[{shape}], [{strides}]);"
-        )
-    lines.append(f"    let dty: &'static str = crate::resolve_dtype!({(typed or arrays)[0]}_d);")
+    first = _descriptor((typed or arrays)[0])
+    lines = [f"    let dty: &'static str = crate::resolve_dtype!({first});"]
     checks: list[str] = []
     fixed: dict[str, set[DType]] = {}
     for variant in binding.variants:
@@ -473,13 +495,13 @@ def render_ffi(
                 fixed.setdefault(name, set()).update(allowed)
     for array in binding.arrays:
         if array.name in typed[1:]:
-            checks.append(f"{array.name}_d.dtype != {typed[0]}_d.dtype")
+            checks.append(f"{_descriptor(array.name)}.dtype != {_descriptor(typed[0])}.dtype")
         if len(fixed.get(array.name, ())) == 1:
             [only] = fixed[array.name]
             code = DTYPE_CODES.get(only)
             if code is None:
                 raise FfiError(f"{array.name}: {only.spec_name} has no ffi_util dtype code")
-            checks.append(f"{array.name}_d.dtype != {code}")
+            checks.append(f"{_descriptor(array.name)}.dtype != {code}")
     if checks:
         lines.append("    // The dtype of every tensor, as the port was compiled for.")
         lines.append(f"    if {' || '.join(checks)} {{")
@@ -490,23 +512,23 @@ def render_ffi(
     extent_checks: list[str] = []
     for array in binding.arrays:
         for rule in array.dims:
-            extent = f"{array.name}_d.shape[{rule.dim}]"
+            extent = f"{_descriptor(array.name)}.shape[{rule.dim}]"
             if rule.binds:
                 bound.append(f"    let {_variable(rule.binds)}: i64 = {extent};")
             elif rule.expected is not None and _checked_extent(rule.expected):
                 extent_checks.append(f"{extent} != {exprs.rust(rule.expected, Kind.INT)}")
     if bound:
-        lines.append("    // Dimension symbols of the port spec, bound from the descriptors.")
+        lines.append(_BOUND_COMMENT)
         lines += bound
     if extent_checks:
         lines.append(f"    if {' || '.join(extent_checks)} {{")
         lines.append(_refusal(sym, "an extent is not the one the port was compiled for"))
         lines.append("    }")
     sizes = [
-        part
+        f"{_descriptor(array.name)}.{field}[{dim}]"
         for array in binding.arrays
-        for part, kind in tensor_c_parameters(array.name, array.rank)
-        if kind in ("shape", "stride")
+        for field in ("shape", "strides")
+        for dim in range(array.rank)
     ]
     if sizes:
         # The kernels take extents and strides as i32, as tileport's own launchers
@@ -515,7 +537,7 @@ def render_ffi(
         lines.append(_refusal(sym, "an extent or stride is outside the kernel's i32"))
         lines.append("    }")
     unit = [
-        f"{a.name}_d.strides[{a.unit_stride_dim}] == 1"
+        f"{_descriptor(a.name)}.strides[{a.unit_stride_dim}] == 1"
         for a in binding.arrays
         if a.unit_stride_dim is not None
     ]
@@ -527,12 +549,15 @@ def render_ffi(
     single = len(binding.variants) == 1 and _condition(binding.variants[0], exprs, passed) == "true"
     if not single:
         lines.append("    // The entry that takes this launch: the port spec's variants, in order.")
-        arms = [
-            f"if {_condition(v, exprs, passed)} {{ {i} }}" for i, v in enumerate(binding.variants)
-        ]
-        lines.append("    let variant: usize = " + " else ".join(arms) + " else {")
-        lines.append(_refusal(sym, "no variant of the port was proven for this launch"))
-        lines.append("    };")
+        conditions = [_condition(v, exprs, passed) for v in binding.variants]
+        arms = [f"if {c} {{ {i} }}" for i, c in enumerate(conditions)]
+        if conditions[-1] == "true":  # the last variant takes every other launch
+            arms[-1] = f"{{ {len(arms) - 1} }};"
+            lines.append("    let variant: usize = " + " else ".join(arms))
+        else:
+            lines.append("    let variant: usize = " + " else ".join(arms) + " else {")
+            lines.append(_refusal(sym, "no variant of the port was proven for this launch"))
+            lines.append("    };")
     for index, variant in enumerate(binding.variants):
         facts = [_precondition(p, operands) for p in variant.preconditions]
         if facts:
@@ -596,7 +621,20 @@ def render_ffi(
     ]
     if not typed and not any("dty" in line for line in lines if "resolve_dtype" not in line):
         lines = [line for line in lines if "resolve_dtype" not in line]
-    return "\n".join(lines) + "\n"
+    # A bound dimension symbol no condition or generic reads is not bound.
+    text = "\n".join(lines)
+    lines = [
+        line
+        for line in lines
+        if not (found := _BOUND.match(line)) or _reads(text, found[1], twice=True)
+    ]
+    lines = [
+        line
+        for line, after in zip(lines, [*lines[1:], ""], strict=True)
+        if line != _BOUND_COMMENT or _BOUND.match(after)
+    ]
+    body = "\n".join(lines)
+    return "\n".join([*signature, *_read_words(sym, params, ranks, body), body]) + "\n"
 
 
 def _checked_extent(expected: str | int) -> bool:

@@ -83,8 +83,6 @@ def _kernel(op: str, port: ProvenPort, kernels: int, source: str) -> _Kernel:
     )
     params = c_parameters(spec, kernel_parameter_order(spec, port.spec_path))
     sym = symbol(op, spec.kernel, kernels)
-    hints = spec.variants[0].hints
-    chosen = hints.model_dump(exclude_none=True) if hints else {}
     return _Kernel(
         module_text=text,
         module=module,
@@ -95,8 +93,6 @@ def _kernel(op: str, port: ProvenPort, kernels: int, source: str) -> _Kernel:
             symbol=sym,
             parameters=tuple(params),
             ranks=tuple((name, array.rank) for name, array in spec.arrays.items()),
-            num_ctas=chosen.get("num_ctas"),
-            occupancy=chosen.get("occupancy"),
         ),
     )
 

@@ -8,9 +8,10 @@ symbol), so a host that picks its kernel at run time (`k = _a if tma else _b`)
 launches the matching port. `_launch` keeps `ct.launch`'s signature; the launch
 crosses cffi as one buffer of 8-byte words (`tilegym_ffi.launch_words`), packed by
 one `struct.Struct` per symbol: a tensor as its address, dtype code, extents and
-strides, constants and scalars as numbers, the grid padded to three, the compile
-hints, the device and the stream. cffi's ABI mode converts each argument of a call
-on its own, so one buffer costs less than twenty numbers.
+strides, constants and scalars as numbers, the grid padded to three, the device
+and the stream (no compile hints: the port's entry was compiled with them). cffi's
+ABI mode converts each argument of a call on its own, so one buffer costs less
+than twenty numbers.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ class PortFfi:
     symbol: str
     parameters: tuple[tuple[str, str], ...]  # kernel parameter -> C type ("tensor" for arrays)
     ranks: tuple[tuple[str, int], ...]  # each tensor parameter's rank
-    num_ctas: int | None
-    occupancy: int | None
 
     def words(self) -> list[LaunchWord]:
         """The words the symbol takes, in order (`tilegym_ffi.launch_words`)."""
@@ -53,8 +52,7 @@ class PortFfi:
     def launcher(self) -> list[str]:
         """The kernel's name in the module: a function making the launch straight
         through (`ct.launch`'s argument list unpacked, each tensor's parts read once,
-        the compile hints as numbers, every word packed at once), so that a call
-        costs one cffi argument."""
+        every word packed at once), so that a call costs one cffi argument."""
         ranks = dict(self.ranks)
         names = [f"a_{name}" for name, _ in self.parameters]
         tensors = [(f"a_{n}", ranks[n]) for n, ctype in self.parameters if ctype == "tensor"]
@@ -92,7 +90,6 @@ class PortFfi:
                 ]
             else:
                 values.append(f"bool({local})" if ctype == "bool" else local)
-        hints = [_compile_option(self.num_ctas), _compile_option(self.occupancy)]
         lines += [
             "    # ct.launch's grid: one to three extents.",
             "    grid_x, grid_y, grid_z = grid if len(grid) >= 3 else (*grid, 1, 1)[:3]",
@@ -102,7 +99,6 @@ class PortFfi:
             "            grid_x,",
             "            grid_y,",
             "            grid_z,",
-            *(f"            {hint}," for hint in hints),
             "            device,",
             '            getattr(stream, "cuda_stream", stream),',
             "        )",
@@ -117,11 +113,6 @@ class PortFfi:
 
 # The struct code of each C type a word has (`q` for the other integers).
 _STRUCT_CODES = {"uint64_t": "Q", "double": "d", "float": "d"}
-
-
-def _compile_option(value: int | None) -> int:
-    """A compile hint as the symbol takes it: -1 where the kernel sets none."""
-    return -1 if value is None else int(value)
 
 
 def render_wrapper(
@@ -158,8 +149,8 @@ def render_wrapper(
         '_FFI_CDEF = """',
         *(p.cdef() for p in ports),
         '"""',
-        "# Each symbol's launch as it packs it: ct.launch's arguments, grid, hints, device",
-        "# and stream in 8-byte words.",
+        "# Each symbol's launch as it packs it: ct.launch's arguments, grid, device and",
+        "# stream in 8-byte words.",
         *(p.packer() for p in ports),
         "",
         "# ffi_util's dtype code of each torch dtype, as make_tensor_desc packs it.",

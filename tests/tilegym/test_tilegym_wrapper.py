@@ -91,10 +91,8 @@ PORT = PortFfi(
     symbol="cutile_k",
     parameters=(("x", "tensor"), ("N", "int64_t"), ("eps", "double"), ("y", "tensor")),
     ranks=(("x", 2), ("y", 1)),
-    num_ctas=2,
-    occupancy=None,
 )
-SYMBOL_WORDS = 19  # x: 2 + 2 + 2, N, eps, y: 2 + 1 + 1, grid 3, hints 2, device, stream
+SYMBOL_WORDS = 17  # x: 2 + 2 + 2, N, eps, y: 2 + 1 + 1, grid 3, device, stream
 
 
 class _Recording:
@@ -179,8 +177,8 @@ def test_each_tensor_crosses_as_make_tensor_desc_packs_it(tmp_path: Path) -> Non
         assert seen[0:6] == _parts(desc_x)
         assert seen[6] == 1000 and _double(seen[7]) == 1e-5
         assert seen[8:12] == _parts(desc_y)
-        # The grid padded to three, the kernel's num_ctas, no occupancy, x's device.
-        assert seen[12:] == [4, 2, 1, 2, -1, 1, 77]
+        # The grid padded to three, x's device, the stream.
+        assert seen[12:] == [4, 2, 1, 1, 77]
     assert set(recording.module["_DTYPE_CODES"]) == {"float16", "bfloat16", "float32", "int64"}
 
 

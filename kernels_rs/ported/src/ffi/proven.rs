@@ -11,9 +11,10 @@
 //! generic arguments, and launched by `cuLaunchKernel` on the caller's stream, as
 //! cutile launches it, without its per-call bookkeeping.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cutile::cuda_async::device_context::with_device;
@@ -48,7 +49,7 @@ fn failure<T>(kind: LaunchFailure, message: String) -> Result<T, LaunchError> {
 
 /// A generic argument of an entry: an integer or bool const generic, or the element
 /// type as cutile names it (`f32`, `bf16`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Generic {
     Int(i64),
     Bool(bool),
@@ -152,7 +153,9 @@ pub struct ProvenEntry {
     module: &'static str,
     function: &'static str,
     source_hash: &'static str,
-    compiled: Mutex<Vec<CompiledEntry>>,
+    /// Compiled forms by the hash of (device, generic arguments): a call finds its own
+    /// without comparing every form a process compiled (a sweep compiles dozens).
+    compiled: Mutex<BTreeMap<u64, Vec<CompiledEntry>>>,
 }
 
 struct CompiledEntry {
@@ -173,7 +176,7 @@ impl ProvenEntry {
             module,
             function,
             source_hash,
-            compiled: Mutex::new(Vec::new()),
+            compiled: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -185,11 +188,15 @@ impl ProvenEntry {
         device: &Device,
         stream: *mut c_void,
     ) -> Result<Arc<Function>, LaunchError> {
+        let mut hasher = DefaultHasher::new();
+        (device.ordinal, generics).hash(&mut hasher);
+        let key = hasher.finish();
         let mut compiled = self
             .compiled
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(found) = compiled
+        let forms = compiled.entry(key).or_default();
+        if let Some(found) = forms
             .iter()
             .find(|entry| entry.ordinal == device.ordinal && entry.generics == generics)
         {
@@ -227,7 +234,7 @@ impl ProvenEntry {
                 format!("`{entry}` needs launch-time checks this launcher cannot run"),
             );
         }
-        compiled.push(CompiledEntry {
+        forms.push(CompiledEntry {
             ordinal: device.ordinal,
             generics: generics.to_vec(),
             function: Arc::clone(&function),
