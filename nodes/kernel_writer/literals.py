@@ -137,7 +137,9 @@ def _float_literal(
     if rust == "f16":
         if value in _ASSOCIATED and not negative_zero:
             return RustLiteral(None, f"f16::{_ASSOCIATED[value]}")
-        return RustLiteral(None, shortest_float(value, ir_element))
+        # `constant(2.0, ..)` is a tile of Rust's float, not of f16: the declared
+        # `constant_float_r<rank>` rounds its f64 into the element type, as cuTile did.
+        return RustLiteral(None, shortest_float(value, ir_element), generic_float=True)
     if math.isinf(value):
         return RustLiteral(None, f"{rust}::{'INFINITY' if value > 0 else 'NEG_INFINITY'}")
     text = shortest_float(value, ir_element)

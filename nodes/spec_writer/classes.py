@@ -21,7 +21,13 @@ recorded ones lack:
   and so does one with every aligned extent made 8 (`half_aligned`: a tile-filling
   row of a power-of-two length, 2 to 8, takes no odd value but weakens its fact);
 - an unaligned configuration: every array starting one element past a 16-byte
-  boundary (a view such as `x[1:]`), so every address fact takes its weakest value.
+  boundary (a view such as `x[1:]`), so every address fact takes its weakest value;
+- extents of 1 (`unit_configs`): a launch makes an extent of 1 a shape constant
+  (and the stride beside it a stride constant), so its kernel's entry differs. Per
+  variant and extent symbol, a variant of its own (`UnitVariant`: the variant's
+  condition and that extent being 1, dispatched first) with each configuration the
+  variant kept, that extent made 1, so the one-row or one-column launch runs a
+  proven entry, not the dynamic one compiled for other extents.
 
 The kernel writer proves the port on them as on any configuration; what varies
 becomes a generic (the element type `E`, fact generics like `X_SHAPE_0_DIV`).
@@ -33,6 +39,7 @@ serve is not one the port must serve).
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -53,8 +60,10 @@ class ClassConfig:
     source: str
     # "dtype", "ragged", "ragged_extent" (one extent made odd alone) and
     # "half_aligned" (every aligned extent made 8), each kept only where the
-    # variant's ragged class is not, or "unaligned".
+    # variant's ragged class is not, "unaligned", or "unit" (an extent made 1).
     kind: str = "dtype"
+    # The variant it must dispatch to where not its source's (a unit variant).
+    variant: str | None = None
 
 
 def ragged(dims: dict[str, int]) -> bool:
@@ -161,6 +170,69 @@ def class_configs(
     return added
 
 
+@dataclass(frozen=True)
+class UnitVariant:
+    """A variant for the launches of `base` whose extent `symbol` is 1."""
+
+    base: str
+    symbol: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.base}_{self.symbol.lower()}_1"
+
+    def condition(self, when: str) -> str:
+        """Its dispatch condition, `when` being its base's."""
+        one = f"{self.symbol} == 1"
+        return one if when.strip() == "True" else f"({when}) and ({one})"
+
+
+def unit_configs(
+    configs: Sequence[dict[str, Any]],
+    variants: Sequence[str],
+    rederive: Rederive,
+    taken: set[str],
+) -> tuple[list[ClassConfig], list[UnitVariant]]:
+    """For each configuration (`variants[i]` its variant) that leaves its layout to the
+    spec, one per extent symbol above 1 with that extent made 1 (constants
+    rederived), bound for that extent's unit variant; the same launch reached from
+    two configurations is added once. `taken`: the names already used. Returns the
+    configurations and their unit variants, in order."""
+    added: list[ClassConfig] = []
+    units: dict[str, UnitVariant] = {}
+    seen: set[str] = set()
+    for config, variant in zip(configs, variants, strict=True):
+        if config.get("producers") or not _layout_free(config):
+            continue
+        dims = config.get("dims", {})
+        for symbol, value in dims.items():
+            if value == 1:
+                continue
+            changed = {**dims, symbol: 1}
+            constants = rederive(config, changed) if config.get("constants") else {}
+            if constants is None:
+                continue
+            shaped = copy.deepcopy(config)
+            shaped["dims"] = changed
+            if constants:
+                shaped["constants"] = constants
+            unit = UnitVariant(variant, symbol)
+            launch = json.dumps(
+                [unit.name, {k: v for k, v in shaped.items() if k != "name"}], sort_keys=True
+            )
+            if launch in seen:
+                continue
+            seen.add(launch)
+            name = f"{config['name']}_{symbol.lower()}_1"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            shaped["name"] = name
+            units.setdefault(unit.name, unit)
+            added.append(ClassConfig(shaped, config["name"], "unit", unit.name))
+    return added, list(units.values())
+
+
 def keep_serving(
     spec: PortSpec,
     added: Sequence[ClassConfig],
@@ -183,13 +255,12 @@ def keep_serving(
         except (ValueError, ValidationError) as error:
             dropped.append(f"{name}: {error}")
             continue
-        if resolved.variant != source.variant:
-            dropped.append(
-                f"{name}: dispatches to variant {resolved.variant}, not {source.variant}"
-            )
+        wanted = item.variant or source.variant
+        if resolved.variant != wanted:
+            dropped.append(f"{name}: dispatches to variant {resolved.variant}, not {wanted}")
             continue
         candidates.append((item, config))
-        variant_of[name] = source.variant
+        variant_of[name] = wanted
     exported = compiles([config for _, config in candidates]) if candidates else set()
     for _, config in candidates:
         if config.name not in exported:

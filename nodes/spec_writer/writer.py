@@ -39,7 +39,12 @@ import yaml
 
 from nodes.analyzer.branches import Scope, branch_outcome
 from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
-from nodes.spec_writer.classes import ClassConfig, class_configs, keep_serving
+from nodes.spec_writer.classes import (
+    ClassConfig,
+    class_configs,
+    keep_serving,
+    unit_configs,
+)
 from nodes.spec_writer.grid import grid_expression
 from nodes.spec_writer.producers import ProducerPlan, producer_launches, producer_plan
 from nodes.spec_writer.roles import Role, array_roles
@@ -196,10 +201,11 @@ def _tile_following(value: object, before: Mapping[str, int], after: Mapping[str
     the row it fills (rms_norm's TILE_SIZE of N columns: no rule, since the host
     caps it by the element size) stays as wide when the row shrinks to another power
     of two, a tile's only possible shape. Extents it equals that move apart, or to a
-    value no tile can have, leave it as it was."""
+    value no tile can have, leave it as it was: a square configuration whose rows
+    alone shrink says nothing of which extent its tile spans."""
     if isinstance(value, bool) or not isinstance(value, int):
         return value
-    moved = {after[name] for name, extent in before.items() if extent == value and name in after}
+    moved = {after.get(name, extent) for name, extent in before.items() if extent == value}
     if len(moved) != 1:
         return value
     [width] = moved
@@ -1118,7 +1124,47 @@ def _add_classes(
     )
     data["test_configs"] += [c.config for c in kept]
     data = _with_config_dtypes(data, kernel.recorded_dtypes())
-    return data, tuple(c.config["name"] for c in kept), dropped
+    units, unit_dropped = _add_unit_variants(kernel, data, path)
+    return data, tuple(c.config["name"] for c in [*kept, *units]), [*dropped, *unit_dropped]
+
+
+def _add_unit_variants(
+    kernel: KernelSpec, data: dict[str, Any], path: Path
+) -> tuple[list[ClassConfig], list[str]]:
+    """Adds to `data` (in place) each variant's unit variants (`classes.unit_configs`),
+    each dispatched just before its variant and kept with the configurations the
+    reference compiles and that dispatch to it; returns those configurations and why
+    the others were left out."""
+    spec = parse_port_spec(yaml.safe_load(_yaml(data, kernel.launches)), path)
+    configs = [c for c in data["test_configs"] if not c.get("producers")]
+    variants = [spec.resolve(Config.model_validate(c), "test").variant for c in configs]
+    added, units = unit_configs(configs, variants, kernel.rederive, {c["name"] for c in configs})
+    if not added:
+        return [], []
+    extended: list[dict[str, Any]] = []
+    for variant in data["variants"]:
+        for unit in (u for u in units if u.base == variant["name"]):
+            when = unit.condition(str(variant.get("when", "True")))
+            own = {k: v for k, v in variant.items() if k not in ("representative", "name")}
+            extended.append({**own, "name": unit.name, "when": when})
+        extended.append(variant)
+    # Parsed with every candidate, so that each unit variant has its configurations.
+    candidates = [*data["test_configs"], *(item.config for item in added)]
+    spec = parse_port_spec(
+        yaml.safe_load(
+            _yaml({**data, "variants": extended, "test_configs": candidates}, kernel.launches)
+        ),
+        path,
+    )
+    kept, dropped = keep_serving(
+        spec,
+        added,
+        lambda configs: _reference_compiles(kernel.tree, kernel.launches.file, spec, configs),
+    )
+    unused = {u.name for u in units} - {item.variant for item in kept}
+    data["variants"] = [v for v in extended if v["name"] not in unused]
+    data["test_configs"] += [item.config for item in kept]
+    return kept, dropped
 
 
 def _reference_compiles(

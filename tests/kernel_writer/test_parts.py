@@ -55,6 +55,13 @@ def test_generic_float_constants() -> None:
     assert not constant_literal("f16:0x3c00", "f16", "k.py:3:1", OP).via_f32
 
 
+def test_an_f16_value_without_a_name_is_rounded_into_f16_by_the_declared_constant() -> None:
+    # `constant(2.0, shape![])` would be a tile of Rust's float, not of f16.
+    two = constant_literal("f16:0x4000", "f16", "k.py:3:1", OP)
+    assert (two.dense, two.generic_float, two.via_f32) == ("2.0", True, False)
+    assert constant_literal("f16:0x3c00", "f16", "k.py:3:1", OP).dense == "f16::ONE"
+
+
 def test_bf16_constants_are_values_cutile_rs_rounds_into_bf16() -> None:
     # bf16::ONE would be written 0x3f80 and read back as an f16 (1.875).
     one = constant_literal("bf16:0x3f80", "bf16", "k.py:3:1", OP)

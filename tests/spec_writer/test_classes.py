@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodes.spec_writer.classes import ClassConfig, class_configs, keep_serving
+from nodes.spec_writer.classes import ClassConfig, class_configs, keep_serving, unit_configs
 from schemas.port_spec import Config, PortSpec, parse_port_spec
 
 
@@ -262,3 +262,45 @@ def test_a_half_aligned_class_where_no_odd_extent_stays_in_the_variant(tmp_path:
         spec, added, lambda configs: {c.name for c in configs if c.name != "t1_ragged"}
     )
     assert "t1_half_aligned" in [k.config["name"] for k in kept]
+
+
+def test_an_extent_of_one_gets_a_variant_of_its_own() -> None:
+    # Per configuration and extent above 1: that extent made 1, constants rederived,
+    # bound for the unit variant of its variant; a launch reached twice is added once.
+    configs = [
+        {**_config("t0", "float16", X_0=64), "constants": {"N": 64}},
+        {**_config("t0_as_float32", "float32", X_0=64), "constants": {"N": 64}},
+        {**_config("t1", "float16", X_0=64, Y_0=1), "constants": {"N": 64}},
+        {**_config("t2", "float16", X_0=32), "strides": {"x": [2]}, "constants": {"N": 32}},
+    ]
+    added, units = unit_configs(
+        configs, ["v0", "v0", "v1", "v0"], _length_follows_x, {c["name"] for c in configs}
+    )
+    assert [(a.config["name"], a.config["dims"], a.variant) for a in added] == [
+        ("t0_x_0_1", {"X_0": 1}, "v0_x_0_1"),
+        ("t0_as_float32_x_0_1", {"X_0": 1}, "v0_x_0_1"),
+        ("t1_x_0_1", {"X_0": 1, "Y_0": 1}, "v1_x_0_1"),  # Y_0 was 1 already
+    ]  # t2 fixes its strides, which an extent of 1 would break
+    assert all(a.kind == "unit" and a.config["constants"] == {"N": 1} for a in added)
+    assert [u.name for u in units] == ["v0_x_0_1", "v1_x_0_1"]
+    assert units[0].condition("True") == "X_0 == 1"
+    assert units[0].condition("W % 8 == 0") == "(W % 8 == 0) and (X_0 == 1)"
+    again, _ = unit_configs(configs[:1] * 2, ["v0", "v0"], _length_follows_x, set())
+    assert len(again) == 1
+
+
+def test_keep_serving_holds_a_unit_configuration_to_its_unit_variant(tmp_path: Any) -> None:
+    data = {
+        **SPEC,
+        "variants": [{"name": "v0_x_0_1", "when": "X_0 == 1"}, {"name": "v0"}],
+        "test_configs": [
+            {"name": "t0", "dims": {"X_0": 64}, "dtype": "float16"},
+            {"name": "t0_x_0_1", "dims": {"X_0": 1}, "dtype": "float16"},
+        ],
+    }
+    spec = parse_port_spec(data, tmp_path / "units.port.yaml")
+    unit = ClassConfig(_config("u", "float16", X_0=1), "t0", "unit", "v0_x_0_1")
+    stray = ClassConfig(_config("w", "float16", X_0=3), "t0", "unit", "v0_x_0_1")
+    kept, dropped = keep_serving(spec, [unit, stray], lambda configs: {c.name for c in configs})
+    assert [k.config["name"] for k in kept] == ["u"]
+    assert dropped == ["w: dispatches to variant v0, not v0_x_0_1"]

@@ -176,10 +176,16 @@ def test_widened_integers_are_generic_candidates_not_variants(
     written, problems = write_specs(RECORDS, library, tmp_path / "specs", widen=True)
     assert problems == []
     spec = load_port_spec(written[0].path)
-    assert len(spec.variants) == 2
+    sides = [v for v in spec.variants if "== 1)" not in v.when]  # not a unit extent's
+    assert len(sides) == 2
     assert all("BLOCK" not in v.constants for v in spec.variants)
-    assert {v.when for v in spec.variants} == {"(SCALE == True)", "(SCALE == False)"}
-    recorded = [c for c in spec.test_configs if not c.name.endswith(("_ragged", "bfloat16"))]
+    assert {v.when for v in sides} == {"(SCALE == True)", "(SCALE == False)"}
+    # Each side's one-row launches: a variant of their own, dispatched first.
+    assert [v.name for v in spec.variants] == [
+        f"{v.name}{unit}" for v in sides for unit in ("_x_0_1", "")
+    ]
+    recorded = [c for c in spec.test_configs if c.name[:2] in ("t0", "t1", "t2")]
+    recorded = [c for c in recorded if c.name.count("_") == 1]
     assert {c.constants["BLOCK"] for c in recorded} == {64, 128, 256}
 
 
@@ -209,14 +215,29 @@ def test_a_tile_as_wide_as_its_row_narrows_with_it(library: Path, tmp_path: Path
     # in that variant and the width's fact becomes a generic: rows of 2, 4 and 8
     # columns are served, not refused for a 16-divisibility no launch promised.
     records = [scale_record(256, 256, 256), scale_record(64, 768, 1024)]
-    records.append(scale_record(32, 18432, 2048))
+    records += [scale_record(32, 18432, 2048), scale_record(4096, 256, 256)]
     written, problems = write_specs(records, library, tmp_path / "specs", widen=True)
     assert problems == []
     spec = load_port_spec(written[0].path)
-    [filled] = [v.name for v in spec.variants if v.when.startswith("(not")]
+    filled = next(v.name for v in spec.variants if v.when.startswith("(not"))
     narrow = [c for c in spec.test_configs if c.name.endswith("_half_aligned")]
     assert [(c.dims, c.constants) for c in narrow] == [({"X_0": 8, "X_1": 8}, {"N": 8, "TILE": 8})]
     assert spec.resolve(narrow[0], "test").variant == filled
+
+    # A launch makes an extent of 1 a shape constant: one row, or one column, runs an
+    # entry of its own, dispatched before the variant it narrows.
+    names = [v.name for v in spec.variants]
+    one_row, one_column = f"{filled}_x_0_1", f"{filled}_x_1_1"
+    assert names.index(one_row) < names.index(filled) > names.index(one_column)
+    by_variant: dict[str, list[dict[str, int]]] = {}
+    for config in spec.test_configs:
+        variant = spec.resolve(config, "test").variant
+        by_variant.setdefault(variant, []).append({**config.dims, **config.constants})
+    # One column: N is 1 and the tile as wide as the row (4096x256's, whose TILE is
+    # its columns' alone; a square configuration's tile follows neither extent).
+    assert {(c["X_1"], c["N"], c["TILE"]) for c in by_variant[one_column]} == {(1, 1, 1)}
+    assert all(c["X_0"] == 1 and c["TILE"] > 1 for c in by_variant[one_row])
+    assert len({c["N"] for c in by_variant[one_row]}) > 1  # not one value
 
 
 def fill_record(rows: int, dtype: str = "int32") -> LaunchRecord:

@@ -359,7 +359,9 @@ def test_relu_lands_in_a_copy_of_tilegym(
     # Every float class, not only the recorded f16/f32, and any extent: the shape
     # facts are generics computed per launch, not a refusal of unaligned extents.
     assert 'if !matches!(dty, "bf16" | "f16" | "f32") {' in ffi
-    assert "lp::Generic::Int(rt::shape_fact(x_d.shape[0] as i64))" in ffi
+    assert "lp::Generic::Int(rt::shape_fact(x_d.shape[0]))" in ffi
+    # A one-element launch makes its extent a shape constant: an entry of its own.
+    assert "let variant: usize = if x_0 == 1i64 { 0 } else { 1 };" in ffi
     # Launched as the kernel writer proved it (no launcher's per-argument hints, G17),
     # the element type a generic argument: one launch, no copy per dtype.
     assert "lp::launch_proven(" in ffi and "lp::Generic::Element(dty)" in ffi
@@ -367,7 +369,8 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "shape[0] % 16" not in ffi
     # ct.launch's arguments in its order, packed in words: x, y, N_ELEMENTS, BLOCK_SIZE.
     assert 'pub unsafe extern "C" fn cutile_relu(launch: *const u8) -> i32 {' in ffi
-    assert "let n_elements: i64 = w[8] as i64;\n    let block_size: i64 = w[9] as i64;" in ffi
+    assert "descriptor::<1>(&w[0..])" in ffi and "descriptor::<1>(&w[4..])" in ffi
+    assert "let block_size: i64 = w[9] as i64;" in ffi
     # Both classes the records lack were proven, not only declared: a bf16 and a
     # ragged (odd-extent) configuration, each matching the reference's IR.
     report = PortReport.model_validate_json(
@@ -549,11 +552,9 @@ def _relu_serves_what_no_record_holds(library: Path) -> None:
         x = (0x7F0000000002, x_dtype, n, stride)
         y = (0x7F0000100002, y_dtype, n, stride)
         # The words as the wrapper packs them: x, y, N_ELEMENTS, BLOCK_SIZE, the grid,
-        # num_cta_in_cga, occupancy, the device (an invalid one) and the stream.
-        tensors, constants, tail = "Qqqq" * 2, "qq", "qqq" + "qqq" + "Q"
-        words = struct.pack(
-            f"<{tensors}{constants}{tail}", *x, *y, n, block, grid, 1, 1, -1, -1, -1, 0
-        )
+        # the device (an invalid one) and the stream.
+        tensors, constants, tail = "Qqqq" * 2, "qq", "qqq" + "q" + "Q"
+        words = struct.pack(f"<{tensors}{constants}{tail}", *x, *y, n, block, grid, 1, 1, -1, 0)
         return int(relu(words))
 
     invalid_args, unsupported_dtype, device_init_failed = -6, -2, -4
