@@ -686,9 +686,10 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         lines.append(_CHECKED_MACRO)
     if "launch_words::<" in body:
         lines.append(_WORDS_FUNCTION)
-    if "narrow::<" in body:
+    reads_descriptors = "descriptor::<" in body
+    if "narrow::<" in body or reads_descriptors:  # a descriptor narrows its dtype code
         lines.append(_NARROW_FUNCTION)
-    if "descriptor(" in body:
+    if reads_descriptors:
         lines.append(_DESCRIPTOR_FUNCTION)
     lines.append("")
     for module, entries in uses.items():

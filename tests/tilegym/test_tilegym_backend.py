@@ -19,7 +19,13 @@ import pytest
 from app.cli import main as tileport
 from nodes.host_builder.binding import VariantBinding
 from nodes.host_builder.rust_expr import Kind, Variable
-from nodes.host_builder.tilegym_ffi import FfiError, SpecExpr, _checked_extent, _condition
+from nodes.host_builder.tilegym_ffi import (
+    FfiError,
+    SpecExpr,
+    _checked_extent,
+    _condition,
+    render_file,
+)
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
 from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
@@ -210,6 +216,17 @@ def test_a_value_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
         "(x_0 > 1i64) && (eps == 1e-05f64) && (gather == false) && "
         '(checked!("cutile_op", rt::cdiv(n, tile)) == 1i64) && ((tile != n) == false)'
     )
+
+
+def test_a_file_defines_the_readers_its_symbols_call() -> None:
+    # A descriptor read from the words narrows its dtype code: both are defined.
+    body = "    let (Some(x_d),) = (descriptor::<2>(&w[0..]),) else { todo!() };\n"
+    text = render_file("op", [body], {}, "op.py")
+    assert "fn descriptor<const R: usize>(words: &[u64])" in text
+    assert "fn narrow<T: TryFrom<i64>>(word: u64)" in text
+    assert "fn launch_words" not in text  # what no symbol calls is not written
+    words = render_file("op", ["    launch_words::<3>(launch)\n"], {}, "op.py")
+    assert "fn launch_words" in words and "fn descriptor" not in words
 
 
 def test_a_symbol_checks_only_the_extents_the_ir_depends_on() -> None:
