@@ -161,6 +161,7 @@ OP_NAMES = {
     "mmai": "acc",
     "mulhii": "high",
     "atan2": "angle",
+    "unpack": "unpacked",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",
@@ -204,6 +205,39 @@ class ParamLayout:
     def arguments(self) -> int:
         """How many entry arguments the calling convention passes for it."""
         return {"array": 1 + 2 * self.ndim, "list": 2, "scalar": 1}[self.kind]
+
+
+_MLIR_ESCAPE = re.compile(r"\\([0-9A-Fa-f]{2}|.)")
+
+
+def mlir_string(text: str) -> str:
+    """The value of an MLIR string attribute as printed (`"a\\0Ab"`): the quotes
+    dropped, `\\XX` a byte in hex, `\\"` and `\\\\` themselves; the bytes read as UTF-8."""
+    body = text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
+    out = bytearray()
+    at = 0
+    for found in _MLIR_ESCAPE.finditer(body):
+        out += body[at : found.start()].encode()
+        code = found.group(1)
+        out += bytes([int(code, 16)]) if len(code) == 2 else code.encode()
+        at = found.end()
+    out += body[at:].encode()
+    return out.decode()
+
+
+def rust_string(value: str) -> str:
+    """A Rust string literal holding `value` exactly."""
+    escaped = []
+    for char in value:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif char == "\n":
+            escaped.append("\\n")
+        elif char.isprintable():
+            escaped.append(char)
+        else:
+            escaped.append(f"\\u{{{ord(char):x}}}")
+    return '"' + "".join(escaped) + '"'
 
 
 @dataclass
@@ -1127,6 +1161,16 @@ class Lifter:
     def op_bitcast(self, op: Op, scope: _Scope) -> None:
         # The annotated result type picks bitcast's target element type.
         self.conversion(op, scope, "bitcast({})")
+
+    def op_unpack(self, op: Op, scope: _Scope) -> None:
+        # `ct.unpack_from_bytes`: the annotated result type picks the element type.
+        self.conversion(op, scope, "unpack({})")
+
+    def op_assert(self, op: Op, scope: _Scope) -> None:
+        # `ct.assert_(cond, message)`: cutile-rs compiles the macro to the op itself.
+        cond = self.resolved.operand_ids(op)[0]
+        message = rust_string(mlir_string(op.attributes.get("string", '""')))
+        self.emit(scope, f"cuda_tile_assert!({self.use(cond, 'tile')}, {message});")
 
     def conversion(self, op: Op, scope: _Scope, template: str) -> None:
         operand = self.resolved.operand_ids(op)[0]

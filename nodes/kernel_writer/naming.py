@@ -318,7 +318,6 @@ NEVER_CALLED = frozenset(
         "scan",
         "store",
         "transpose",
-        "unpack",
         "value",
     }
 )

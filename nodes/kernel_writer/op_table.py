@@ -235,6 +235,12 @@ OP_TABLE: tuple[OpMapping, ...] = (
         gaps=("G10",),
     ),
     OpMapping(
+        "assert",
+        'cuda_tile_assert!(cond, "message") (`ct.assert_(cond, message)`)',
+        "the message, escapes included",
+        (_ints(r'assert %\w+, "lanes differ \\22here\\22\\0A" : tile<64xi1>'),),
+    ),
+    OpMapping(
         "select",
         "select(cond, a, b)",
         "none",
@@ -291,6 +297,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
             _floats(r"bitcast .* : tile<128xf32> -> tile<128xi32>"),
             _floats(r"bitcast .* : tile<128xi32> -> tile<128xf32>"),
         ),
+    ),
+    OpMapping(
+        "unpack",
+        "unpack(bytes) with the result type annotated (`ct.unpack_from_bytes(x, dtype)` to a "
+        "non-byte dtype)",
+        "none; the byte and result types from the tiles",
+        (_floats(r"unpack .* : tile<512xi8> -> tile<128xf32>"),),
     ),
     OpMapping(
         "addf",

@@ -52,6 +52,11 @@ PATTERNS = {
         {"sm_90", "sm_100"},
     ),
     "polar_angle": ("`ct.atan2(y, x)` elementwise (atan2)", ["atan2(ty, tx)"], {"sm_90", "sm_100"}),
+    "byte_floats": (
+        "`ct.assert_` with a quoted message and `ct.unpack_from_bytes` to float32 (assert, unpack)",
+        ['cuda_tile_assert!(cond, "a byte is \\"unsigned\\"")', "unpack(data)"],
+        {"sm_90", "sm_100"},
+    ),
     "math_mix": (
         "sin, cos, tan, sinh, cosh, floor, ceil, a float `%` and an integer abs",
         ["sinh(", "remf(", "absi("],

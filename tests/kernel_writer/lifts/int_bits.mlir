@@ -1,7 +1,8 @@
 // Integer and bit ops on an iota, a compare and a select: Rust's operators
 // where the op has one meaning for the signed type, functions where it has flags;
 // negi (cuTile's `-x`) is always a function, with overflow::None for no flag;
-// mulhii (the high half of a product) is a function.
+// mulhii (the high half of a product) is a function; assert (`ct.assert_`) is
+// cutile-rs's macro, its message unescaped from MLIR and escaped for Rust.
 // (The wrapping kernel stores through %s and %pv2: a body names neither.)
 // RESULT: %v
 // CHECK: let lanes: Tile<i32, { [64] }> = iota(shape![64]);
@@ -16,6 +17,7 @@
 // CHECK-NEXT: let neg: Tile<i32, { [64] }> = negi(neg, overflow::NoSignedWrap);
 // CHECK-NEXT: let high: Tile<i32, { [64] }> = mulhii(neg, lanes);
 // CHECK-NEXT: let cond: Tile<bool, { [64] }> = cmpi(high, cst, predicate::GreaterThanOrEqual);
+// CHECK-NEXT: cuda_tile_assert!(cond, "lanes \"ok\"\n");
 // CHECK-NEXT: let picked: Tile<f32, { [64] }> = select(cond, tile, tile);
   %i = iota : tile<64xi32>
   %c5 = constant <i32: 5> : tile<64xi32>
@@ -29,4 +31,5 @@
   %ngw = negi %ng overflow<no_signed_wrap> : tile<64xi32>
   %hi = mulhii %ngw, %i : tile<64xi32>
   %u = cmpi greater_than_or_equal %hi, %c5, signed : tile<64xi32> -> tile<64xi1>
+  assert %u, "lanes \22ok\22\0A" : tile<64xi1>
   %v = select %u, %t, %t : tile<64xi1>, tile<64xf32>
