@@ -162,6 +162,7 @@ OP_NAMES = {
     "mulhii": "high",
     "atan2": "angle",
     "unpack": "unpacked",
+    "print_tko": "printed",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",
@@ -1171,6 +1172,28 @@ class Lifter:
         cond = self.resolved.operand_ids(op)[0]
         message = rust_string(mlir_string(op.attributes.get("string", '""')))
         self.emit(scope, f"cuda_tile_assert!({self.use(cond, 'tile')}, {message});")
+
+    def op_print_tko(self, op: Op, scope: _Scope) -> None:
+        # `ct.printf(format, tile)`: cutile-rs's print_tko takes one tile and the
+        # format as written; its result token orders what the reference orders after it.
+        operands = self.resolved.operand_ids(op)
+        value = self.resolved.result_ids(op)[0]
+        ordered = "token" in op.attributes
+        args = operands[:-1] if ordered else operands
+        if len(args) != 1:
+            raise Blocked(
+                op.name, self.where(op), f"print_tko of {len(args)} values (cutile-rs prints one)"
+            )
+        token = f"Some({self.use(operands[-1])})" if ordered else "None"
+        text = rust_string(mlir_string(op.attributes.get("string", '""')))
+        self.let(
+            scope,
+            op,
+            value,
+            "token",
+            "Token",
+            f"print_tko({text}, {self.use(args[0], 'tile')}, {token})",
+        )
 
     def conversion(self, op: Op, scope: _Scope, template: str) -> None:
         operand = self.resolved.operand_ids(op)[0]

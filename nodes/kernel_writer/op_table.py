@@ -241,6 +241,15 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_ints(r'assert %\w+, "lanes differ \\22here\\22\\0A" : tile<64xi1>'),),
     ),
     OpMapping(
+        "print_tko",
+        'print_tko("format", tile, Some(token) / None) (`ct.printf(format, tile)`: one tile)',
+        "the format, escapes included; the input token or none",
+        (
+            _ints(rf'print_tko "lanes %d\\0A", {V} token=%\w+ : tile<64xi32> -> token'),
+            _ints(rf'print_tko "%d", {V} : tile<64xi32> -> token'),
+        ),
+    ),
+    OpMapping(
         "select",
         "select(cond, a, b)",
         "none",

@@ -57,6 +57,11 @@ PATTERNS = {
         ['cuda_tile_assert!(cond, "a byte is \\"unsigned\\"")', "unpack(data)"],
         {"sm_90", "sm_100"},
     ),
+    "traced_scale": (
+        "`ct.printf` of one tile, ordered after its load (print_tko)",
+        ['print_tko("block tile: %f\\n", tile, Some('],
+        {"sm_90", "sm_100"},
+    ),
     "math_mix": (
         "sin, cos, tan, sinh, cosh, floor, ceil, a float `%` and an integer abs",
         ["sinh(", "remf(", "absi("],
