@@ -889,6 +889,18 @@ class Lifter:
         for axis, value in enumerate(results):
             self.bind(value, f"{name}[{axis}]", "scalar", "i32")
 
+    def op_get_tensor_shape(self, op: Op, scope: _Scope) -> None:
+        # No cuTile Python API writes it; cutile-rs returns the extents as one array.
+        view = self.resolved.operand_ids(op)[0]
+        results = self.resolved.result_ids(op)
+        stem = self.bindings[view].expr.removesuffix("_view")
+        name = self.fresh(f"{stem}_extents")
+        self.emit(
+            scope, f"let {name}: [i32; {len(results)}] = get_tensor_shape(&{self.use(view)});"
+        )
+        for axis, value in enumerate(results):
+            self.bind(value, f"{name}[{axis}]", "scalar", "i32")
+
     def view_hints(self, op: Op) -> tuple[str, str]:
         """(tma, latency) arguments from the op's optimization hints."""
         hints = op.attributes.get("optimization_hints", "")

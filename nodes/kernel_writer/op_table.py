@@ -501,6 +501,17 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_views(r"get_index_space_shape %\w+ : partition_view"),),
     ),
     OpMapping(
+        "get_tensor_shape",
+        "get_tensor_shape(&tensor) -> [i32; N] (no API of cuTile Python 1.7 writes it: the lift "
+        "is proven on IR, not on a cuTile kernel)",
+        "none",
+        (
+            _views(
+                r"get_tensor_shape %\w+ : tensor_view<\?x\?xf32, strides=\[\?,\?\]> -> tile<i32>"
+            ),
+        ),
+    ),
+    OpMapping(
         "load_view_tko",
         "load_view_raw(&view, [idx..], Some(token), ordering, scope, tma, latency, [false..], "
         "shape![..]) -> (Tile, Token)",
