@@ -163,6 +163,7 @@ OP_NAMES = {
     "atan2": "angle",
     "unpack": "unpacked",
     "print_tko": "printed",
+    "ptr_to_ptr": "cast",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",
@@ -1336,6 +1337,13 @@ class Lifter:
         operand = self.resolved.operand_ids(op)[0]
         value = self.resolved.result_ids(op)[0]
         expr = f"int_to_ptr({self.use(operand, 'tile')})"
+        self.let(scope, op, value, "ptr", self.tile_type(value), expr)
+
+    def op_ptr_to_ptr(self, op: Op, scope: _Scope) -> None:
+        # The annotated pointer type picks the result's pointee type.
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        expr = f"ptr_to_ptr({self.use(operand, 'tile')})"
         self.let(scope, op, value, "ptr", self.tile_type(value), expr)
 
     def op_load_ptr_tko(self, op: Op, scope: _Scope) -> None:

@@ -553,6 +553,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_control(r"int_to_ptr .* : tile<i64> -> tile<ptr<i32>>"),),
     ),
     OpMapping(
+        "ptr_to_ptr",
+        "ptr_to_ptr(ptrs) with the pointer type annotated (no API of cuTile Python 1.7 writes "
+        "it: the lift is proven on IR, not on a cuTile kernel)",
+        "none; the source and result pointee types from the tiles",
+        (_control(r"ptr_to_ptr .* : tile<ptr<i32>> -> tile<ptr<f32>>"),),
+    ),
+    OpMapping(
         "load_ptr_tko",
         "load_ptr_tko(ptrs, ordering, scope, Some(mask), Some(pad), Some(token), Latency::<N>)",
         "ordering/scope, mask, padding (a scalar: cutile-rs emits its reshape and broadcast "
