@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from pydantic import ValidationError
 
 from nodes.analyzer.branches import Scope, branch_outcome
 from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
@@ -1139,6 +1140,22 @@ def _add_unit_variants(
     configs = [c for c in data["test_configs"] if not c.get("producers")]
     variants = [spec.resolve(Config.model_validate(c), "test").variant for c in configs]
     added, units = unit_configs(configs, variants, kernel.rederive, {c["name"] for c in configs})
+    # A spec loads only with a configuration for each variant: a unit variant no
+    # candidate reaches (its extent of 1 moves the launch to another variant, as a
+    # one-column row fills its tile) is not written. Where a candidate goes: its base
+    # variant's first unit variant whose extent it makes 1 (first match wins).
+    reached: set[str] = set()
+    for item in added:
+        try:
+            base = spec.resolve(Config.model_validate(item.config), "test").variant
+        except (ValueError, ValidationError):
+            continue
+        dims = item.config.get("dims", {})
+        target = next((u.name for u in units if u.base == base and dims.get(u.symbol) == 1), None)
+        if target is not None:
+            reached.add(target)
+    units = [u for u in units if u.name in reached]
+    added = [item for item in added if item.variant in reached]
     if not added:
         return [], []
     extended: list[dict[str, Any]] = []

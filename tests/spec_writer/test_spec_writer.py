@@ -85,6 +85,20 @@ def row_scale(x, out, N: ct.Constant[int], TILE: ct.Constant[int]):
 """
 
 
+ROW_CACHE = """\
+import cuda.tile as ct
+
+
+@ct.kernel
+def row_cache(x, out, N: ct.Constant[int], TILE: ct.Constant[int]):
+    row = ct.bid(0)
+    offsets = ct.arange(TILE, dtype=ct.int32)
+    check_bound = TILE != N
+    tile = ct.gather(x, (row, offsets), check_bounds=check_bound)
+    ct.scatter(out, (row, offsets), tile * 2.0, check_bounds=check_bound)
+"""
+
+
 @pytest.fixture
 def library(tmp_path: Path) -> Path:
     root = tmp_path / "src"
@@ -97,6 +111,7 @@ def library(tmp_path: Path) -> Path:
         "mylib/ops/rows.py": KERNELS,
         "mylib/ops/fill.py": FILL,
         "mylib/ops/scale.py": ROW_SCALE,
+        "mylib/ops/cache.py": ROW_CACHE,
     }.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -238,6 +253,24 @@ def test_a_tile_as_wide_as_its_row_narrows_with_it(library: Path, tmp_path: Path
     assert {(c["X_1"], c["N"], c["TILE"]) for c in by_variant[one_column]} == {(1, 1, 1)}
     assert all(c["X_0"] == 1 and c["TILE"] > 1 for c in by_variant[one_row])
     assert len({c["N"] for c in by_variant[one_row]}) > 1  # not one value
+
+
+def test_a_unit_variant_no_launch_reaches_is_not_written(library: Path, tmp_path: Path) -> None:
+    # TILE is next_pow2(N): a row of one column fills its tile, so the bounds-checked
+    # variant's one-column launches all go to the other's unit variant; the spec
+    # still loads, without a variant no configuration reaches.
+    records = [
+        record.model_copy(update={"kernel": "row_cache", "file": "mylib/ops/cache.py"})
+        for record in (scale_record(64, 256, 256), scale_record(64, 768, 1024))
+    ]
+    written, problems = write_specs(records, library, tmp_path / "specs", widen=True)
+    assert problems == []
+    spec = load_port_spec(written[0].path)
+    checked = next(v.name for v in spec.variants if v.when == "(next_pow2(X_1) != X_1)")
+    filled = next(v.name for v in spec.variants if v.when.startswith("(not"))
+    names = {v.name for v in spec.variants}
+    assert f"{filled}_x_1_1" in names and f"{checked}_x_1_1" not in names
+    assert f"{checked}_x_0_1" in names
 
 
 def fill_record(rows: int, dtype: str = "int32") -> LaunchRecord:
