@@ -164,6 +164,7 @@ OP_NAMES = {
     "unpack": "unpacked",
     "print_tko": "printed",
     "ptr_to_ptr": "cast",
+    "alloca": "scratch",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",
@@ -1344,6 +1345,16 @@ class Lifter:
         operand = self.resolved.operand_ids(op)[0]
         value = self.resolved.result_ids(op)[0]
         expr = f"ptr_to_ptr({self.use(operand, 'tile')})"
+        self.let(scope, op, value, "ptr", self.tile_type(value), expr)
+
+    def op_alloca(self, op: Op, scope: _Scope) -> None:
+        # No cuTile Python API writes it; the count and alignment are attributes,
+        # the pointee type comes from the annotated pointer tile.
+        value = self.resolved.result_ids(op)[0]
+        visibility = "allocation::Global" if "global" in op.flags else "allocation::Local"
+        count = op.attributes["num_elem"]
+        alignment = op.attributes["alignment"]
+        expr = f"alloca({count}i64, {alignment}i64, {visibility})"
         self.let(scope, op, value, "ptr", self.tile_type(value), expr)
 
     def op_load_ptr_tko(self, op: Op, scope: _Scope) -> None:

@@ -560,6 +560,17 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_control(r"ptr_to_ptr .* : tile<ptr<i32>> -> tile<ptr<f32>>"),),
     ),
     OpMapping(
+        "alloca",
+        "alloca(count, alignment, allocation::Local / allocation::Global) with the pointer type "
+        "annotated (no API of cuTile Python 1.7 writes it: the lift is proven on IR, not on a "
+        "cuTile kernel)",
+        "num_elem, alignment, global; the pointee type from the tile",
+        (
+            _control(r"alloca num_elem = 16, alignment = 64 : tile<ptr<f32>>$"),
+            _control(r"alloca num_elem = 8, alignment = 16 global : tile<ptr<i32>>$"),
+        ),
+    ),
+    OpMapping(
         "load_ptr_tko",
         "load_ptr_tko(ptrs, ordering, scope, Some(mask), Some(pad), Some(token), Latency::<N>)",
         "ordering/scope, mask, padding (a scalar: cutile-rs emits its reshape and broadcast "
