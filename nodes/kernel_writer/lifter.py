@@ -165,6 +165,7 @@ OP_NAMES = {
     "print_tko": "printed",
     "ptr_to_ptr": "cast",
     "alloca": "scratch",
+    "ptr_to_int": "address",
     "iota": "lanes",
     "offset": "ptrs",
     "select": "picked",
@@ -1346,6 +1347,16 @@ class Lifter:
         value = self.resolved.result_ids(op)[0]
         expr = f"ptr_to_ptr({self.use(operand, 'tile')})"
         self.let(scope, op, value, "ptr", self.tile_type(value), expr)
+
+    def op_ptr_to_int(self, op: Op, scope: _Scope) -> None:
+        # cutile-rs's ptr_to_int types its result as the pointee type; the module
+        # declares the op returning i64, as the dialect does.
+        operand = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        function = f"ptr_to_int_r{self.tile(operand).rank}"
+        self.module_items.add(function)
+        expr = f"{function}({self.use(operand, 'tile')})"
+        self.let(scope, op, value, "tile", self.tile_type(value), expr)
 
     def op_alloca(self, op: Op, scope: _Scope) -> None:
         # No cuTile Python API writes it; the count and alignment are attributes,

@@ -164,6 +164,19 @@ _PREDICATES = ", ".join(
 )
 
 
+def _ptr_to_int(rank: int) -> list[str]:
+    return [
+        "/// `ptr_to_int` to i64 addresses: cutile-rs's own types the result as the",
+        "/// pointee type, which the dialect's op does not.",
+        '#[cuda_tile::op(name = "cuda_tile.ptr_to_int", since = "V13_2", params = ["source"])]',
+        f"fn ptr_to_int_r{rank}<E: ElementType, const S: [i32; {rank}]>(",
+        f"{INDENT}_source: PointerTile<*mut E, S>,",
+        ") -> Tile<i64, S> {",
+        f"{INDENT}unreachable!()",
+        "}",
+    ]
+
+
 def _cmpi_signed(sign: str, rank: int) -> list[str]:
     return [
         f"/// `cmpi` stating `{sign}` itself: cutile-rs's own infers the signedness",
@@ -197,6 +210,8 @@ def module_item(name: str) -> list[str]:
         return _constant_bits(width, int(rank))
     if name.startswith("load_ptr_padded_r"):
         return _load_ptr_padded(int(name.removeprefix("load_ptr_padded_r")))
+    if name.startswith("ptr_to_int_r"):
+        return _ptr_to_int(int(name.removeprefix("ptr_to_int_r")))
     if name.startswith(("cmpi_signed_r", "cmpi_unsigned_r")):
         sign, _, rank = name.removeprefix("cmpi_").partition("_r")
         return _cmpi_signed(sign, int(rank))

@@ -560,6 +560,14 @@ OP_TABLE: tuple[OpMapping, ...] = (
         (_control(r"ptr_to_ptr .* : tile<ptr<i32>> -> tile<ptr<f32>>"),),
     ),
     OpMapping(
+        "ptr_to_int",
+        "ptr_to_int_rN(ptrs) -> Tile<i64, S>, declared by the module, since cutile-rs's "
+        "ptr_to_int types the result as the pointee type (no API of cuTile Python 1.7 writes "
+        "it: the lift is proven on IR, not on a cuTile kernel)",
+        "none; the source pointee type from the tile",
+        (_declared(r"ptr_to_int %\w+ : tile<16xptr<i16>> -> tile<16xi64>$"),),
+    ),
+    OpMapping(
         "alloca",
         "alloca(count, alignment, allocation::Local / allocation::Global) with the pointer type "
         "annotated (no API of cuTile Python 1.7 writes it: the lift is proven on IR, not on a "

@@ -211,6 +211,7 @@ def test_declared_ops_are_known() -> None:
         "load_ptr_padded_r3",
         "cmpi_unsigned_r0",
         "cmpi_signed_r2",
+        "ptr_to_int_r1",
         "generic_value",
         "divisible",
     ):
@@ -220,6 +221,7 @@ def test_declared_ops_are_known() -> None:
     assert 'named_attributes = ["signedness=unsigned"]' in "\n".join(
         module_item("cmpi_unsigned_r0")
     )
+    assert ") -> Tile<i64, S> {" in module_item("ptr_to_int_r2")
 
 
 def _check(exact: bool, sass: bool, targets: tuple[str, ...] = ("sm_90", "sm_100")) -> ConfigCheck:
