@@ -11,6 +11,8 @@ _TILE_SHAPE = re.compile(r"tile=\(([^)]*)\)")
 _PADDING = re.compile(r"padding_value\s*=\s*([A-Za-z_]+)")
 _DIM_MAP = re.compile(r"dim_map\s*=\s*\[([^\]]*)\]")
 _TENSOR_VIEW = re.compile(r"tensor_view<.*?strides=\[[^\]]*\]>")
+_TRAVERSAL_STRIDES = re.compile(r"traversal_strides\s*=\s*\[([^\]]*)\]")
+_SPARSE_DIM = re.compile(r"sparse_dim\s*=\s*(\d+)")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class ViewType:
     padding: str
     dim_map: str
     tensor_view: TensorViewType | None
+    # A strided view's step between tile origins per axis; () for other views.
+    traversal_strides: tuple[str, ...] = ()
+    # A gather/scatter view's axis indexed by a tile of indices; None for other views.
+    sparse_dim: int | None = None
 
 
 def parse_tile(text: str) -> TileType | None:
@@ -81,12 +87,16 @@ def parse_view(text: str) -> ViewType | None:
     padding = _PADDING.search(inner)
     dim_map = _DIM_MAP.search(inner)
     tensor = _TENSOR_VIEW.search(inner)
+    strides = _TRAVERSAL_STRIDES.search(inner)
+    sparse_dim = _SPARSE_DIM.search(inner)
     return ViewType(
         kind=name,
         tile_shape=tuple(tile.group(1).split("x")) if tile else (),
         padding=padding.group(1) if padding else "none",
         dim_map=dim_map.group(1).replace(" ", "") if dim_map else "identity",
         tensor_view=parse_tensor_view(tensor.group(0)) if tensor else None,
+        traversal_strides=tuple(d.strip() for d in strides.group(1).split(",")) if strides else (),
+        sparse_dim=int(sparse_dim.group(1)) if sparse_dim else None,
     )
 
 

@@ -880,6 +880,63 @@ class Lifter:
         )
         self.bind(value, name, "view", rust_type)
 
+    def op_make_strided_view(self, op: Op, scope: _Scope) -> None:
+        # `array.tiled_view(shape, traversal_steps=..)`: the steps and the dim map
+        # are const generics of the annotated StridedView type.
+        tensor = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        view = parse_view(op.result_types[0])
+        if view is None or view.kind != "strided_view":
+            raise Blocked(op.name, self.where(op), "unreadable strided view type")
+        padding = PADDING.get(view.padding)
+        if padding is None:
+            raise Blocked(op.name, self.where(op), f"padding value {view.padding}")
+        rank = len(view.tile_shape)
+        dim_map = (
+            tuple(str(axis) for axis in range(rank))
+            if view.dim_map == "identity"
+            else tuple(view.dim_map.split(","))
+        )
+        element = self.element(value)
+        rust_type = (
+            f"StridedView<{element}, {shape_braces(view.tile_shape)}, "
+            f"{shape_braces(view.traversal_strides)}, {shape_braces(dim_map)}>"
+        )
+        self.module_items.add("tileir")
+        tensor_binding = self.bindings[tensor]
+        name = self.fresh(f"{tensor_binding.expr.removesuffix('_view')}_strided")
+        self.emit(
+            scope,
+            f"let {name}: {rust_type} =\n{INDENT}make_strided_view(&{tensor_binding.expr}, "
+            f"{shape_macro(view.tile_shape)}, {padding});",
+        )
+        self.bind(value, name, "view", rust_type)
+
+    def op_make_gather_scatter_view(self, op: Op, scope: _Scope) -> None:
+        # `ct.load_advanced_indexing` / `ct.store_advanced_indexing`: the sparse axis
+        # is a const generic of the annotated GatherScatterView type.
+        tensor = self.resolved.operand_ids(op)[0]
+        value = self.resolved.result_ids(op)[0]
+        view = parse_view(op.result_types[0])
+        if view is None or view.kind != "gather_scatter_view" or view.sparse_dim is None:
+            raise Blocked(op.name, self.where(op), "unreadable gather/scatter view type")
+        padding = PADDING.get(view.padding)
+        if padding is None:
+            raise Blocked(op.name, self.where(op), f"padding value {view.padding}")
+        element = self.element(value)
+        rust_type = (
+            f"GatherScatterView<{element}, {shape_braces(view.tile_shape)}, {view.sparse_dim}>"
+        )
+        self.module_items.add("tileir")
+        tensor_binding = self.bindings[tensor]
+        name = self.fresh(f"{tensor_binding.expr.removesuffix('_view')}_gathered")
+        self.emit(
+            scope,
+            f"let {name}: {rust_type} =\n{INDENT}make_gather_scatter_view(&{tensor_binding.expr}, "
+            f"{shape_macro(view.tile_shape)}, {padding});",
+        )
+        self.bind(value, name, "view", rust_type)
+
     def op_get_index_space_shape(self, op: Op, scope: _Scope) -> None:
         view = self.resolved.operand_ids(op)[0]
         results = self.resolved.result_ids(op)
@@ -939,12 +996,12 @@ class Lifter:
             name = "_" + name
         if not self.is_live(token_value):
             token_name = "_" + token_name
-        index = ", ".join(self.use(v, "scalar") for v in indices)
+        index = self.view_index(view, indices)
         inbounds = ", ".join(["false"] * len(indices))
         self.emit(
             scope,
             f"let ({name}, {token_name}): ({tile_type}, Token) = load_view_raw(\n"
-            f"{INDENT}&{self.use(view)},\n{INDENT}[{index}],\n{INDENT}{token},\n"
+            f"{INDENT}&{self.use(view)},\n{INDENT}{index},\n{INDENT}{token},\n"
             f"{INDENT}{ordering},\n{INDENT}{mem_scope},\n{INDENT}{tma},\n{INDENT}{latency},\n"
             f"{INDENT}[{inbounds}],\n{INDENT}{shape_macro(self.dims(tile_value))},\n);",
         )
@@ -961,16 +1018,57 @@ class Lifter:
         name = self.fresh("stored")
         if not self.is_live(token_value):
             name = "_" + name
-        index = ", ".join(self.use(v, "scalar") for v in indices)
+        index = self.view_index(view, indices)
         inbounds = ", ".join(["false"] * len(indices))
         self.emit(
             scope,
             f"let {name}: Token = store_view_raw(\n{INDENT}&{self.use(view)},\n"
-            f"{INDENT}{self.use(tile, 'tile')},\n{INDENT}[{index}],\n"
+            f"{INDENT}{self.use(tile, 'tile')},\n{INDENT}{index},\n"
             f"{INDENT}{token},\n{INDENT}{ordering},\n{INDENT}{mem_scope},\n"
             f"{INDENT}{tma},\n{INDENT}{latency},\n{INDENT}[{inbounds}],\n);",
         )
         self.bind(token_value, name, "token", "Token")
+
+    def op_atomic_red_view_tko(self, op: Op, scope: _Scope) -> None:
+        # A tiled view's `atomic_store_<mode>`: no old values, only the token.
+        operands = self.resolved.operand_ids(op)
+        token_value = self.resolved.result_ids(op)[0]
+        view, *rest = operands
+        token = "None"
+        if "token" in op.attributes:
+            token = f"Some({self.use(rest[-1])})"
+            rest = rest[:-1]
+        *indices, update = rest
+        mode = ATOMIC_MODE[op.attributes["mode"]]
+        ordering, mem_scope = self.ordering_scope(op)
+        name = self.fresh("reduced")
+        if not self.is_live(token_value):
+            name = "_" + name
+        arguments = "".join(
+            f"{INDENT}{argument},\n"
+            for argument in [
+                f"&{self.use(view)}",
+                self.use(update, "tile"),
+                self.view_index(view, indices),
+                mode,
+                ordering,
+                mem_scope,
+                token,
+            ]
+        )
+        self.emit(scope, f"let {name}: Token = atomic_red_view_raw(\n{arguments});")
+        self.bind(token_value, name, "token", "Token")
+
+    def view_index(self, view: int, indices: list[int]) -> str:
+        """A view access's index: an array of scalars, or for a gather/scatter view a
+        tuple whose sparse axis is the tile of indices."""
+        if not self.bindings[view].rust_type.startswith("GatherScatterView<"):
+            return "[" + ", ".join(self.use(v, "scalar") for v in indices) + "]"
+        parts = [
+            self.use(v, "tile") if self.tile(v).rank == 1 else self.use(v, "scalar")
+            for v in indices
+        ]
+        return "(" + ", ".join(parts) + ")"
 
     def view_operands(self, op: Op, operands: list[int]) -> tuple[int, list[int], str]:
         """A view access's view, its indices, and its token argument: the

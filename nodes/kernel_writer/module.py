@@ -210,6 +210,10 @@ def module_item(name: str) -> list[str]:
         return _constant_bits(width, int(rank))
     if name.startswith("load_ptr_padded_r"):
         return _load_ptr_padded(int(name.removeprefix("load_ptr_padded_r")))
+    if name == "tileir":
+        # Strided and gather/scatter views are in cutile-rs's raw Tile IR surface only;
+        # its view types are variadic structs, whose names a glob import reaches.
+        return ["use cutile::tileir::*;"]
     if name.startswith("ptr_to_int_r"):
         return _ptr_to_int(int(name.removeprefix("ptr_to_int_r")))
     if name.startswith(("cmpi_signed_r", "cmpi_unsigned_r")):

@@ -512,6 +512,36 @@ OP_TABLE: tuple[OpMapping, ...] = (
         ),
     ),
     OpMapping(
+        "make_strided_view",
+        "make_strided_view(&tensor, shape![..], padding) annotated StridedView<E, tile, steps, "
+        "dim map> (`array.tiled_view(shape, traversal_steps=..)`; `cutile::tileir`, imported "
+        "by the module)",
+        "tile shape, traversal strides, padding value; the dim map from the annotation",
+        (
+            _views(
+                r"make_strided_view %\w+ : strided_view<tile=\(1x64\), "
+                r"traversal_strides=\[1,128\], padding_value = zero, "
+                r"tensor_view<\?x\?xf32, strides=\[\?,1\]>>$"
+            ),
+            _views(r"load_view_tko weak %sview\[.*\] token = %\w+ : strided_view<"),
+        ),
+    ),
+    OpMapping(
+        "make_gather_scatter_view",
+        "make_gather_scatter_view(&tensor, shape![..], padding) annotated "
+        "GatherScatterView<E, tile, sparse axis>, loaded or stored with a tuple index whose "
+        "sparse axis is the tile of indices (`ct.load_advanced_indexing`; `cutile::tileir`, "
+        "imported by the module)",
+        "tile shape, padding value, sparse_dim",
+        (
+            _views(
+                r"make_gather_scatter_view %\w+ : gather_scatter_view<tile=\(16x64\), "
+                r"padding_value = zero, tensor_view<\?x\?xf32, strides=\[\?,1\]>, sparse_dim=0>$"
+            ),
+            _views(r"load_view_tko weak %gsview\[%\w+, %\w+\] token = %\w+ : gather_scatter_view<"),
+        ),
+    ),
+    OpMapping(
         "load_view_tko",
         "load_view_raw(&view, [idx..], Some(token), ordering, scope, tma, latency, [false..], "
         "shape![..]) -> (Tile, Token)",
@@ -600,6 +630,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
         "atomic_rmw_tko(ptrs, arg, atomic::X, ordering, scope, Some(mask), Some(token))",
         "mode, ordering, scope, mask, token",
         (_control(r"atomic_rmw_tko acq_rel device .* add, "),),
+    ),
+    OpMapping(
+        "atomic_red_view_tko",
+        "atomic_red_view_raw(&view, value, [idx..], atomic::X, ordering, scope, Some(token)) "
+        "-> Token (a tiled view's `atomic_store_add` / `_min` / `_max` / `_and` / `_or` / `_xor`)",
+        "mode, ordering, scope, token",
+        (_views(r"atomic_red_view_tko relaxed device %\w+\[.*\], addf, %\w+ token = %\w+ : "),),
     ),
     OpMapping(
         "atomic_cas_tko",

@@ -62,6 +62,21 @@ PATTERNS = {
         ['print_tko("block tile: %f\\n", tile, Some('],
         {"sm_90", "sm_100"},
     ),
+    "strided_halves": (
+        "`array.tiled_view(shape, traversal_steps=..)`: tiles 2 TILE apart (make_strided_view)",
+        ["make_strided_view(&x_view, shape![", "StridedView<f32, { [128] }, { [256] }, { [0] }>"],
+        {"sm_90", "sm_100"},
+    ),
+    "row_gather": (
+        "`ct.load_advanced_indexing` of rows by a tile of ids (make_gather_scatter_view)",
+        ["GatherScatterView<f32, { [ROWS, WIDTH] }, 0>", "(rows, tile_to_scalar::<i32, i32>(cst))"],
+        {"sm_90", "sm_100"},
+    ),
+    "tile_accumulate": (
+        "a tiled view's `atomic_store_add` (atomic_red_view_tko)",
+        ["atomic_red_view_raw(", "atomic::AddF"],
+        {"sm_90", "sm_100"},
+    ),
     "math_mix": (
         "sin, cos, tan, sinh, cosh, floor, ceil, a float `%` and an integer abs",
         ["sinh(", "remf(", "absi("],

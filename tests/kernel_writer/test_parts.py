@@ -212,6 +212,7 @@ def test_declared_ops_are_known() -> None:
         "cmpi_unsigned_r0",
         "cmpi_signed_r2",
         "ptr_to_int_r1",
+        "tileir",
         "generic_value",
         "divisible",
     ):
