@@ -51,6 +51,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "(needs the sandbox): the port is then proven for them",
     )
     specs.add_argument(
+        "--unit-extents",
+        action="store_true",
+        help="with --classes, also a variant per extent of 1 (a one-row or one-column "
+        "launch compiles a kernel of its own: the extent is a shape constant), proven on "
+        "each kept configuration with that extent made 1; not yet the default, since a "
+        "unit variant the kernel writer cannot prove fails the whole port",
+    )
+    specs.add_argument(
         "--relative-source-root",
         action="store_true",
         help="name the source root relative to --out instead, for specs that travel with "
@@ -109,6 +117,9 @@ def specs_command(args: argparse.Namespace) -> int:
     except LaunchSelectionError as error:
         print(f"tileport specs: {error}", file=sys.stderr)
         return ExitCode.BAD_INPUT
+    if args.unit_extents and not args.classes:
+        print("tileport specs: --unit-extents adds to --classes; give both", file=sys.stderr)
+        return ExitCode.BAD_INPUT
     inside, skipped = outside_source_root(selected, args.source_root)
     signatures = args.signatures or args.launches.parent / "signatures.jsonl"
     try:
@@ -118,6 +129,7 @@ def specs_command(args: argparse.Namespace) -> int:
             args.out,
             read_signature_hints(signatures),
             widen=args.classes,
+            unit_extents=args.unit_extents,
             relative_source_root=args.relative_source_root,
             kernels={(record.file, record.kernel) for record in inside},
         )

@@ -22,7 +22,7 @@ recorded ones lack:
   row of a power-of-two length, 2 to 8, takes no odd value but weakens its fact);
 - an unaligned configuration: every array starting one element past a 16-byte
   boundary (a view such as `x[1:]`), so every address fact takes its weakest value;
-- extents of 1 (`unit_configs`): a launch makes an extent of 1 a shape constant
+- extents of 1 (`unit_configs`, when asked for): a launch makes an extent of 1 a shape constant
   (and the stride beside it a stride constant), so its kernel's entry differs. Per
   variant and extent symbol, a variant of its own (`UnitVariant`: the variant's
   condition and that extent being 1, dispatched first) with each configuration the

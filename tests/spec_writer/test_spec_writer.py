@@ -191,16 +191,10 @@ def test_widened_integers_are_generic_candidates_not_variants(
     written, problems = write_specs(RECORDS, library, tmp_path / "specs", widen=True)
     assert problems == []
     spec = load_port_spec(written[0].path)
-    sides = [v for v in spec.variants if "== 1)" not in v.when]  # not a unit extent's
-    assert len(sides) == 2
+    assert len(spec.variants) == 2
     assert all("BLOCK" not in v.constants for v in spec.variants)
-    assert {v.when for v in sides} == {"(SCALE == True)", "(SCALE == False)"}
-    # Each side's one-row launches: a variant of their own, dispatched first.
-    assert [v.name for v in spec.variants] == [
-        f"{v.name}{unit}" for v in sides for unit in ("_x_0_1", "")
-    ]
-    recorded = [c for c in spec.test_configs if c.name[:2] in ("t0", "t1", "t2")]
-    recorded = [c for c in recorded if c.name.count("_") == 1]
+    assert {v.when for v in spec.variants} == {"(SCALE == True)", "(SCALE == False)"}
+    recorded = [c for c in spec.test_configs if not c.name.endswith(("_ragged", "bfloat16"))]
     assert {c.constants["BLOCK"] for c in recorded} == {64, 128, 256}
 
 
@@ -231,7 +225,9 @@ def test_a_tile_as_wide_as_its_row_narrows_with_it(library: Path, tmp_path: Path
     # columns are served, not refused for a 16-divisibility no launch promised.
     records = [scale_record(256, 256, 256), scale_record(64, 768, 1024)]
     records += [scale_record(32, 18432, 2048), scale_record(4096, 256, 256)]
-    written, problems = write_specs(records, library, tmp_path / "specs", widen=True)
+    written, problems = write_specs(
+        records, library, tmp_path / "specs", widen=True, unit_extents=True
+    )
     assert problems == []
     spec = load_port_spec(written[0].path)
     filled = next(v.name for v in spec.variants if v.when.startswith("(not"))
@@ -263,7 +259,9 @@ def test_a_unit_variant_no_launch_reaches_is_not_written(library: Path, tmp_path
         record.model_copy(update={"kernel": "row_cache", "file": "mylib/ops/cache.py"})
         for record in (scale_record(64, 256, 256), scale_record(64, 768, 1024))
     ]
-    written, problems = write_specs(records, library, tmp_path / "specs", widen=True)
+    written, problems = write_specs(
+        records, library, tmp_path / "specs", widen=True, unit_extents=True
+    )
     assert problems == []
     spec = load_port_spec(written[0].path)
     checked = next(v.name for v in spec.variants if v.when == "(next_pow2(X_1) != X_1)")
@@ -407,6 +405,12 @@ def test_specs_select_kernels_and_skip_those_outside_the_root(
     # A name no record holds is bad input.
     assert specs_cli(launches, library, tmp_path / "four", "nope") == ExitCode.BAD_INPUT
     assert "no record of kernel nope" in capsys.readouterr().err
+    # Unit extents add to the classes: alone, the flag is refused, nothing written.
+    argv = ["specs", str(launches), "--source-root", str(library), "--out", str(tmp_path / "u")]
+    args = build_parser().parse_args([*argv, "--unit-extents"])
+    assert args.handler(args) == ExitCode.BAD_INPUT
+    assert "--unit-extents adds to --classes" in capsys.readouterr().err
+    assert not (tmp_path / "u").exists()
 
 
 def test_records_that_disagree_with_the_source(library: Path, tmp_path: Path) -> None:
