@@ -159,15 +159,25 @@ def class_configs(
             ),
             *([(half, "half_aligned", "half_aligned")] if half != dims else []),
         ]:
-            constants = rederive(config, changed) if config.get("constants") else {}
-            if constants is None:
-                continue
-            shaped = copy.deepcopy(config)
-            shaped["dims"] = changed
-            if constants:
-                shaped["constants"] = constants
-            add(shaped, config["name"], suffix, kind)
+            shaped = _reshaped(config, changed, rederive)
+            if shaped is not None:
+                add(shaped, config["name"], suffix, kind)
     return added
+
+
+def _reshaped(
+    config: dict[str, Any], dims: dict[str, int], rederive: Rederive
+) -> dict[str, Any] | None:
+    """`config` at the extents `dims`, its constants rederived for them; None where
+    they cannot be."""
+    constants = rederive(config, dims) if config.get("constants") else {}
+    if constants is None:
+        return None
+    shaped = copy.deepcopy(config)
+    shaped["dims"] = dims
+    if constants:
+        shaped["constants"] = constants
+    return shaped
 
 
 @dataclass(frozen=True)
@@ -208,14 +218,9 @@ def unit_configs(
         for symbol, value in dims.items():
             if value == 1:
                 continue
-            changed = {**dims, symbol: 1}
-            constants = rederive(config, changed) if config.get("constants") else {}
-            if constants is None:
+            shaped = _reshaped(config, {**dims, symbol: 1}, rederive)
+            if shaped is None:
                 continue
-            shaped = copy.deepcopy(config)
-            shaped["dims"] = changed
-            if constants:
-                shaped["constants"] = constants
             unit = UnitVariant(variant, symbol)
             launch = json.dumps(
                 [unit.name, {k: v for k, v in shaped.items() if k != "name"}], sort_keys=True
