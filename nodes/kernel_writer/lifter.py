@@ -41,7 +41,7 @@ from nodes.kernel_writer.rust_types import (
 )
 from tileir.ir import Entry, Op, Region
 from tileir.resolve import Resolved, resolve
-from tileir.types import parse_view
+from tileir.types import ViewType, parse_view
 
 Form = Literal["scalar", "tile", "ptr", "token", "tensor", "view"]
 INDENT = "    "
@@ -883,59 +883,51 @@ class Lifter:
     def op_make_strided_view(self, op: Op, scope: _Scope) -> None:
         # `array.tiled_view(shape, traversal_steps=..)`: the steps and the dim map
         # are const generics of the annotated StridedView type.
-        tensor = self.resolved.operand_ids(op)[0]
-        value = self.resolved.result_ids(op)[0]
         view = parse_view(op.result_types[0])
         if view is None or view.kind != "strided_view":
             raise Blocked(op.name, self.where(op), "unreadable strided view type")
-        padding = PADDING.get(view.padding)
-        if padding is None:
-            raise Blocked(op.name, self.where(op), f"padding value {view.padding}")
         rank = len(view.tile_shape)
         dim_map = (
             tuple(str(axis) for axis in range(rank))
             if view.dim_map == "identity"
             else tuple(view.dim_map.split(","))
         )
-        element = self.element(value)
+        element = self.element(self.resolved.result_ids(op)[0])
         rust_type = (
             f"StridedView<{element}, {shape_braces(view.tile_shape)}, "
             f"{shape_braces(view.traversal_strides)}, {shape_braces(dim_map)}>"
         )
-        self.module_items.add("tileir")
-        tensor_binding = self.bindings[tensor]
-        name = self.fresh(f"{tensor_binding.expr.removesuffix('_view')}_strided")
-        self.emit(
-            scope,
-            f"let {name}: {rust_type} =\n{INDENT}make_strided_view(&{tensor_binding.expr}, "
-            f"{shape_macro(view.tile_shape)}, {padding});",
-        )
-        self.bind(value, name, "view", rust_type)
+        self.emit_raw_view(op, scope, view, "make_strided_view", "strided", rust_type)
 
     def op_make_gather_scatter_view(self, op: Op, scope: _Scope) -> None:
         # `ct.load_advanced_indexing` / `ct.store_advanced_indexing`: the sparse axis
         # is a const generic of the annotated GatherScatterView type.
-        tensor = self.resolved.operand_ids(op)[0]
-        value = self.resolved.result_ids(op)[0]
         view = parse_view(op.result_types[0])
         if view is None or view.kind != "gather_scatter_view" or view.sparse_dim is None:
             raise Blocked(op.name, self.where(op), "unreadable gather/scatter view type")
-        padding = PADDING.get(view.padding)
-        if padding is None:
-            raise Blocked(op.name, self.where(op), f"padding value {view.padding}")
-        element = self.element(value)
+        element = self.element(self.resolved.result_ids(op)[0])
         rust_type = (
             f"GatherScatterView<{element}, {shape_braces(view.tile_shape)}, {view.sparse_dim}>"
         )
+        self.emit_raw_view(op, scope, view, "make_gather_scatter_view", "gathered", rust_type)
+
+    def emit_raw_view(
+        self, op: Op, scope: _Scope, view: ViewType, constructor: str, suffix: str, rust_type: str
+    ) -> None:
+        """A view of cutile-rs's raw surface (`cutile::tileir`) over the op's tensor:
+        `let NAME: TYPE = CONSTRUCTOR(&tensor, tile shape, padding);`."""
+        padding = PADDING.get(view.padding)
+        if padding is None:
+            raise Blocked(op.name, self.where(op), f"padding value {view.padding}")
         self.module_items.add("tileir")
-        tensor_binding = self.bindings[tensor]
-        name = self.fresh(f"{tensor_binding.expr.removesuffix('_view')}_gathered")
+        tensor_binding = self.bindings[self.resolved.operand_ids(op)[0]]
+        name = self.fresh(f"{tensor_binding.expr.removesuffix('_view')}_{suffix}")
         self.emit(
             scope,
-            f"let {name}: {rust_type} =\n{INDENT}make_gather_scatter_view(&{tensor_binding.expr}, "
+            f"let {name}: {rust_type} =\n{INDENT}{constructor}(&{tensor_binding.expr}, "
             f"{shape_macro(view.tile_shape)}, {padding});",
         )
-        self.bind(value, name, "view", rust_type)
+        self.bind(self.resolved.result_ids(op)[0], name, "view", rust_type)
 
     def op_get_index_space_shape(self, op: Op, scope: _Scope) -> None:
         view = self.resolved.operand_ids(op)[0]
