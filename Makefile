@@ -51,11 +51,13 @@ sandbox-tools:
 		&& command -v bwrap >/dev/null; } \
 		|| { echo "bwrap is missing: install bubblewrap (apt-get install -y bubblewrap), then run make again" >&2; exit 1; }
 
-# The fast tests on every core first (they share no service state), then the slow ones
-# one at a time: each builds Rust or runs a whole pipeline on both cores itself.
+# The fast tests on every core first (they share no service state), then the slow ones,
+# a whole file per worker (a file's tests share its ported kernels and its brokers'
+# queues): most of a slow test waits on one tileiras or one Python process at a time,
+# so two workers finish in about two thirds of the time one takes.
 pytest: setup sandbox-tools
 	$(VENV)/bin/pytest -q -ra -m "not slow" -n auto --durations=15
-	$(VENV)/bin/pytest -q -ra -m slow --durations=30
+	$(VENV)/bin/pytest -q -ra -m slow -n auto --dist loadfile --durations=30
 
 test: lint typecheck rust-lint pytest
 
