@@ -9,8 +9,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from toolchain import tool_cache
 from toolchain.env import find_toolchain, toolchain_env
 from toolchain.sandbox import Limits, Sandbox, SandboxUnavailable
+from toolchain.tool_cache import content_key
 
 TILEIRAS_OPT_LEVEL = "-O3"
 
@@ -124,8 +126,16 @@ def tileiras(
     flags = [f"--gpu-name={target}", TILEIRAS_OPT_LEVEL, "-o"]
     if submitted:
         _run_boxed([tool, *flags, OUTPUT, INPUT], bytecode, timeout_s, prefix, output=cubin)
-    else:
-        _run([tool, *flags, str(cubin), str(bytecode)], timeout_s, prefix)
+        return cubin
+    # Only a reproducible run is kept: one without its fixed layout is a sample.
+    key = content_key(tool, flags, bytecode.read_bytes()) if prefix is not None else None
+    kept = tool_cache.restore("tileiras", key) if key is not None else None
+    if kept is not None:
+        cubin.write_bytes(kept)
+        return cubin
+    _run([tool, *flags, str(cubin), str(bytecode)], timeout_s, prefix)
+    if key is not None:
+        tool_cache.keep("tileiras", key, cubin.read_bytes())
     return cubin
 
 
@@ -142,7 +152,15 @@ def _fixed_layout_prefix() -> list[str] | None:
 
 
 def cuobjdump_sass(cubin: Path, timeout_s: float = 60.0) -> str:
-    return _run([str(find_toolchain().tool("cuobjdump")), "-sass", str(cubin)], timeout_s)
+    """The SASS listing of `cubin`."""
+    tool = str(find_toolchain().tool("cuobjdump"))
+    key = content_key(tool, ["-sass"], cubin.read_bytes())
+    kept = tool_cache.restore("cuobjdump", key)
+    if kept is not None:
+        return kept.decode()
+    listing = _run([tool, "-sass", str(cubin)], timeout_s)
+    tool_cache.keep("cuobjdump", key, listing.encode())
+    return listing
 
 
 def version_line(tool: str) -> str:
