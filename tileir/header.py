@@ -89,6 +89,9 @@ def signature_types(name: str, post: list[Token], n_results: int) -> tuple[list[
         operand_types = before
     elif name in TERMINATORS or n_results == 0:
         return before, []
+    elif name == "mmaf_scaled":
+        # All five operands' types are printed; the result has the accumulator's (the third).
+        return before, before[2:3]
     else:
         result_types, operand_types = before[-1:], before[:-1]
     if len(result_types) == 1 and n_results > 1:

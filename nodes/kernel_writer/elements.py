@@ -157,6 +157,11 @@ class _Inference:
         elif name in ("mmaf", "mmai"):
             self.link([operands[0], operands[1]])
             self.link([operands[2], results[0]])
+        elif name == "mmaf_scaled":
+            # lhs, rhs, acc, lhs_scale, rhs_scale: one input type, one scale type.
+            self.link([operands[0], operands[1]])
+            self.link([operands[2], results[0]])
+            self.link([operands[3], operands[4]])
         self.collect_regions(op, operands, results)
 
     def _is_tile(self, value: int) -> bool:

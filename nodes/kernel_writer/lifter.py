@@ -159,6 +159,7 @@ OP_NAMES = {
     "broadcast": "bcast",
     "mmaf": "acc",
     "mmai": "acc",
+    "mmaf_scaled": "acc",
     "mulhii": "high",
     "atan2": "angle",
     "unpack": "unpacked",
@@ -1351,6 +1352,16 @@ class Lifter:
             raise Blocked(op.name, self.where(op), f"mmaf attributes {sorted(op.attributes)}")
         expr = f"mmaf({self.use(a, 'tile')}, {self.use(b, 'tile')}, {self.use(acc, 'tile')})"
         self.let_value(scope, op, value, False, expr)
+
+    def op_mmaf_scaled(self, op: Op, scope: _Scope) -> None:
+        # `ct.mma_scaled(x, x_scale, y, y_scale, acc)` is written lhs, rhs, acc,
+        # lhs_scale, rhs_scale, the order cutile-rs's mmaf_scaled takes them in.
+        if op.attributes:
+            unexpected = f"mmaf_scaled attributes {sorted(op.attributes)}"
+            raise Blocked(op.name, self.where(op), unexpected)
+        operands = ", ".join(self.use(v, "tile") for v in self.resolved.operand_ids(op))
+        value = self.resolved.result_ids(op)[0]
+        self.let_value(scope, op, value, False, f"mmaf_scaled({operands})")
 
     def op_mmai(self, op: Op, scope: _Scope) -> None:
         a, b, acc = self.resolved.operand_ids(op)

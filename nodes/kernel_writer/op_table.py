@@ -19,6 +19,7 @@ class Probe:
     kernel: str
     pattern: str  # regex matched against a line of the probe's tileirdisasm text
     generics: tuple[str, ...] = ()
+    target: str = "sm_90"  # the GPU it compiles for: sm_100 where cutile-rs gates the op on it
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ def _control(pattern: str) -> Probe:
 
 def _declared(pattern: str) -> Probe:
     return _p("declared_ops", "declared_ops", pattern, ("64",))
+
+
+def _block_scaled(pattern: str) -> Probe:
+    return Probe("block_scaled", "block_scaled", pattern, target="sm_100")
 
 
 V = r"%[\w#]+"  # a value name in tileirdisasm text
@@ -464,6 +469,20 @@ OP_TABLE: tuple[OpMapping, ...] = (
         "mmaf(a, b, acc)",
         "operand and accumulator types from the tiles",
         (_shapes(r"mmaf .* : tile<16x16xf16>, tile<16x16xf16>, tile<16x16xf32>"),),
+    ),
+    OpMapping(
+        "mmaf_scaled",
+        "mmaf_scaled(lhs, rhs, acc, lhs_scale, rhs_scale) (`ct.mma_scaled(x, x_scale, y, "
+        "y_scale, acc)`: float8 tiles with float8_e8m0fnu block scales into a float32 "
+        "accumulator; sm_100 only)",
+        "none; input, scale and accumulator types from the tiles",
+        (
+            _block_scaled(
+                rf"mmaf_scaled {V}, {V}, {V}, {V}, {V} : tile<16x32xf8E4M3FN>, "
+                r"tile<32x16xf8E4M3FN>, tile<16x16xf32>, tile<16x1xf8E8M0FNU>, "
+                r"tile<1x16xf8E8M0FNU>"
+            ),
+        ),
     ),
     OpMapping(
         "mmai",

@@ -40,6 +40,12 @@ PATTERNS = {
         ["signedness::Signed, signedness::Signed", "signedness::Unsigned, signedness::Unsigned"],
         {"sm_90", "sm_100"},
     ),
+    "block_scaled_mma": (
+        "`ct.mma_scaled` on float8 tiles with float8_e8m0fnu block scales into float32 "
+        "(mmaf_scaled), which cuTile compiles for sm_100 only",
+        ["mmaf_scaled(ta, tb, acc_1, sa, sb)"],
+        {"sm_100"},
+    ),
     "scaled_rows": (
         "float8_e8m0fnu block scales, which cuTile compiles for sm_100 only",
         ["f8e8m0fnu"],

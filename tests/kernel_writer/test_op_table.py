@@ -27,13 +27,14 @@ needs_exporter = pytest.mark.skipif(
 
 
 @cache
-def probe_ir(fixture: str, kernel: str, generics: tuple[str, ...], out: str) -> str:
-    bytecode = Path(out) / f"{fixture}.{kernel}.bytecode"
+def probe_ir(fixture: str, kernel: str, generics: tuple[str, ...], target: str, out: str) -> str:
+    bytecode = Path(out) / f"{fixture}.{kernel}.{target}.bytecode"
     response = export_once(
         RustExportRequest(
             source=str(PROBES / f"{fixture}.rs"),
             kernel=kernel,
             generics=list(generics),
+            target=target,
             bytecode_out=str(bytecode),
         )
     )
@@ -90,7 +91,7 @@ def test_probe_emits_the_op(
 ) -> None:
     out = tmp_path_factory.getbasetemp() / "probes"
     out.mkdir(exist_ok=True)
-    text = probe_ir(probe.fixture, probe.kernel, probe.generics, str(out))
+    text = probe_ir(probe.fixture, probe.kernel, probe.generics, probe.target, str(out))
     pattern = re.compile(probe.pattern)
     assert any(pattern.search(line) for line in text.splitlines()), (
         f"{op}: no line of {probe.fixture}.rs's IR matches {probe.pattern!r}"

@@ -68,6 +68,22 @@ def test_multi_results_expand_and_resolve() -> None:
     assert any("%1#0" in op.operands for op in iter_ops(module))
 
 
+def test_a_scaled_mma_result_has_its_accumulator_type() -> None:
+    """mmaf_scaled prints its five operands' types, the accumulator third and the
+    scales last: the result's type is the accumulator's, not the last printed."""
+    text = (
+        "entry @k(%a: tile<64x64xf8E4M3FN>, %b: tile<64x64xf8E4M3FN>, %c: tile<64x64xf32>, "
+        "%sa: tile<64x2xf8E8M0FNU>, %sb: tile<2x64xf8E8M0FNU>) {\n"
+        "  %r = mmaf_scaled %a, %b, %c, %sa, %sb : tile<64x64xf8E4M3FN>, "
+        "tile<64x64xf8E4M3FN>, tile<64x64xf32>, tile<64x2xf8E8M0FNU>, tile<2x64xf8E8M0FNU>\n"
+        "  return\n}\n"
+    )
+    (op,) = ops_named(parse_module(text), "mmaf_scaled")
+    assert op.operands == ["%a", "%b", "%c", "%sa", "%sb"]
+    assert op.result_types == ["tile<64x64xf32>"]
+    assert op.operand_types[3:] == ["tile<64x2xf8E8M0FNU>", "tile<2x64xf8E8M0FNU>"]
+
+
 def test_for_loop_defines_its_region_arguments() -> None:
     module = parse_fixture("persistent_swizzle.mlir")
     outer, inner = ops_named(module, "for")
