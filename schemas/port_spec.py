@@ -28,6 +28,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -87,6 +88,29 @@ FLOAT_DTYPES = frozenset(
 )
 # Floats with an exponent only (block scales: powers of two, no sign, no zero).
 EXPONENT_DTYPES = frozenset({"float8_e8m0fnu"})
+
+# cuTile Python dtypes that no spec names, each with why: its reproducer is in
+# docs/UPSTREAM_GAPS.md. A spec naming one is refused with this text rather than
+# with the list of the names it may use.
+REFUSED_DTYPES: Final[dict[str, str]] = {
+    "float4_e2m1fn": "cuTile Python 1.7 launches no array of it (docs/UPSTREAM_GAPS.md "
+    "G22); declare the packed values, two a byte, a uint8 array of half the length and "
+    "unpack them in the kernel (ct.unpack_from_bytes(pairs, ct.float4_e2m1fn)), which "
+    "ports for sm_100",
+    "float8_e5m3fnu": "cuTile Python 1.7 and cutile-rs 0.5.0 write it only at bytecode "
+    "13.4 for sm_107 and later, and ports are proven at 13.3 on sm_90 and sm_100 "
+    "(docs/UPSTREAM_GAPS.md G23); nor does a cuTile launch take an array of it (G22)",
+}
+
+
+def _not_refused(value: object) -> object:
+    if isinstance(value, str) and value in REFUSED_DTYPES:
+        raise ValueError(f"{value} is not a spec dtype: {REFUSED_DTYPES[value]}")
+    return value
+
+
+# A dtype a spec names: one of DTypeName, and a refused one says why.
+SpecDType = Annotated[DTypeName, BeforeValidator(_not_refused)]
 
 # The GPUs a port is proven for (its reference exported, its SASS compared).
 GpuTarget = Literal["sm_90", "sm_100"]
@@ -163,7 +187,11 @@ class ArrayParam(_Strict):
         description="One entry per dimension: an integer, a dimension symbol bound by "
         "each configuration's `dims`, or an expression over symbols and constants."
     )
-    dtypes: list[DTypeName] = Field(min_length=1, description="The element types allowed.")
+    dtypes: list[SpecDType] = Field(
+        min_length=1,
+        description="The element types allowed. float4_e2m1fn values travel packed, two a "
+        "byte, in a uint8 array that the kernel unpacks (ct.unpack_from_bytes).",
+    )
     role: Literal["in", "out", "inout"] = Field(
         description="in: read only; out: written only; inout: read and written."
     )
@@ -310,7 +338,7 @@ class ScratchArray(_Strict):
     """An array a producer launch needs that the kernel itself does not take: zeroed."""
 
     shape: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, description="Its extents.")
-    dtype: DTypeName = Field(description="Its element type.")
+    dtype: SpecDType = Field(description="Its element type.")
 
 
 class ProducerArgument(_Strict):
@@ -350,11 +378,11 @@ class Config(_Strict):
     dims: dict[str, int] = Field(
         default_factory=dict, description="Sizes of the dimension symbols used by shapes."
     )
-    dtype: DTypeName = Field(
+    dtype: SpecDType = Field(
         description="The configuration's dtype: every array that allows it takes it, and "
         "the tolerances of this dtype apply."
     )
-    array_dtypes: dict[str, DTypeName] = Field(
+    array_dtypes: dict[str, SpecDType] = Field(
         default_factory=dict, description="Per-array dtype overrides."
     )
     constants: dict[str, ConstValue] = Field(
@@ -551,7 +579,7 @@ class PortSpec(_Strict):
         default_factory=list, description="The fixed configuration set of the perf geomean."
     )
     reference: Reference = Field(description="The correctness reference.")
-    tolerances: dict[DTypeName, Tolerance] = Field(
+    tolerances: dict[SpecDType, Tolerance] = Field(
         min_length=1, description="Per-dtype tolerances; every configuration dtype needs one."
     )
     autotune: Autotune | None = Field(None, description="Required when launch_path is autotuned.")

@@ -22,6 +22,7 @@ FLOAT_ELEMENTS = {
     "f8E4M3FN": "f8e4m3fn",
     "f8E5M2": "f8e5m2",
     "f8E8M0FNU": "f8e8m0fnu",
+    "f4E2M1FN": "f4e2m1fn",
 }
 SIGNED_INTS = {"i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64"}
 UNSIGNED_INTS = {"i8": "u8", "i16": "u16", "i32": "u32", "i64": "u64"}

@@ -51,6 +51,12 @@ PATTERNS = {
         ["f8e8m0fnu"],
         {"sm_100"},
     ),
+    "fp4_codec": (
+        "float4_e2m1fn within a kernel (no launch takes an array of it): uint8 pairs "
+        "unpacked to it, float32 rounded to it, both widened back; sm_100 only",
+        ["Tile<f4e2m1fn, { [256] }> = unpack(", "Tile<f4e2m1fn, { [256] }> = ftof("],
+        {"sm_100"},
+    ),
     "sign_flip": ("`-x` on int32/int64 tiles (negi)", ["negi("], {"sm_90", "sm_100"}),
     "float_bits": (
         "`ct.bitcast` from float32 to int32 and back (bitcast)",

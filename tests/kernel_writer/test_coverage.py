@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nodes.kernel_writer.coverage import (
+    KERNEL_DTYPES,
     STRUCTURE,
     UPSTREAM_GAPS,
     cutile_dtypes,
@@ -16,6 +17,7 @@ from nodes.kernel_writer.coverage import (
     markdown,
 )
 from nodes.kernel_writer.op_table import OP_TABLE
+from schemas.port_spec import REFUSED_DTYPES
 from toolchain.env import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "DIALECT_COVERAGE.md"
@@ -44,6 +46,12 @@ def test_an_upstream_gap_is_an_op_or_dtype_of_the_toolchain_and_not_ported() -> 
     assert [name for name in UPSTREAM_GAPS if name not in known] == []
     ported = {entry.op for entry in OP_TABLE}
     assert [name for name in UPSTREAM_GAPS if name in ported or name in STRUCTURE] == []
+
+
+def test_a_dtype_that_ports_within_a_kernel_is_one_a_spec_refuses_and_says_why() -> None:
+    refused = set(REFUSED_DTYPES) & set(cutile_dtypes())
+    assert set(KERNEL_DTYPES) <= refused
+    assert [name for name in refused if name not in UPSTREAM_GAPS] == []
 
 
 def test_the_gap_titles_are_read_from_the_section_headings() -> None:

@@ -274,3 +274,23 @@ def test_block_scales_are_a_dtype_with_positive_inputs() -> None:
     init = spec.arrays["scales"].default_init("float8_e8m0fnu")
     assert init.kind == "uniform" and float(init.low or 0) > 0
     assert RUST_ELEMENT_TYPES[DType.from_spec_name("float8_e8m0fnu")] == "f8e8m0fnu"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "reason"),
+    [
+        ("float4_e2m1fn", "a uint8 array of half the length"),
+        ("float8_e5m3fnu", "only at bytecode 13.4 for sm_107 and later"),
+    ],
+)
+def test_dtypes_no_port_can_have_are_refused_with_why(dtype: str, reason: str) -> None:
+    """cuTile Python's float4_e2m1fn (no launch takes an array of it) and
+    float8_e5m3fnu (bytecode 13.4, sm_107) are refused wherever a spec names a dtype,
+    each with why rather than the list of the names a spec may use."""
+    arrays = copy.deepcopy(BASE["arrays"])
+    arrays["q"] = {"rank": 1, "shape": ["M"], "dtypes": [dtype], "role": "in"}
+    tolerances = {**BASE["tolerances"], dtype: {"atol": 0, "rtol": 0, "source": "exact"}}
+    found = dict(problems(spec_with(arrays=arrays, tolerances=tolerances)))
+    assert set(found) == {"arrays.q.dtypes[0]", f"tolerances.{dtype}"}
+    assert all(message.startswith(f"{dtype} is not a spec dtype") for message in found.values())
+    assert all(reason in message for message in found.values())
