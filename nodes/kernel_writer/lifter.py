@@ -162,6 +162,7 @@ OP_NAMES = {
     "mmaf_scaled": "acc",
     "mulhii": "high",
     "atan2": "angle",
+    "pack": "packed",
     "unpack": "unpacked",
     "print_tko": "printed",
     "ptr_to_ptr": "cast",
@@ -1268,6 +1269,10 @@ class Lifter:
     def op_bitcast(self, op: Op, scope: _Scope) -> None:
         # The annotated result type picks bitcast's target element type.
         self.conversion(op, scope, "bitcast({})")
+
+    def op_pack(self, op: Op, scope: _Scope) -> None:
+        # `ct.pack_to_bytes`: the annotated result type picks the byte element type.
+        self.conversion(op, scope, "pack({})")
 
     def op_unpack(self, op: Op, scope: _Scope) -> None:
         # `ct.unpack_from_bytes`: the annotated result type picks the element type.

@@ -309,7 +309,6 @@ NEVER_CALLED = frozenset(
         "num_programs",
         "num_tiles",
         "offset",
-        "pack",
         "partition",
         "pow",
         "program_id",

@@ -313,6 +313,13 @@ OP_TABLE: tuple[OpMapping, ...] = (
         ),
     ),
     OpMapping(
+        "pack",
+        "pack(x) with the result type annotated (`ct.pack_to_bytes(x)`: a rank-1 tile to its "
+        "bytes)",
+        "none; the source and byte types from the tiles",
+        (_floats(r"pack .* : tile<128xf32> -> tile<512xi8>"),),
+    ),
+    OpMapping(
         "unpack",
         "unpack(bytes) with the result type annotated (`ct.unpack_from_bytes(x, dtype)` to a "
         "non-byte dtype)",

@@ -69,6 +69,11 @@ PATTERNS = {
         ['cuda_tile_assert!(cond, "a byte is \\"unsigned\\"")', "unpack(data)"],
         {"sm_90", "sm_100"},
     ),
+    "packed_bytes": (
+        "`ct.pack_to_bytes` of a float32 tile, stored as uint8 (pack)",
+        ["Tile<u8, { [1024] }> = pack(tx)"],
+        {"sm_90", "sm_100"},
+    ),
     "traced_scale": (
         "`ct.printf` of one tile, ordered after its load (print_tko)",
         ['print_tko("block tile: %f\\n", tile, Some('],

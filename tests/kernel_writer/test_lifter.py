@@ -32,13 +32,14 @@ def test_flags_select_the_function_form() -> None:
 def test_unmapped_op_is_blocked_with_its_location() -> None:
     text = (
         HEADER
-        + '  %1 = pack %t : tile<64xf32> -> tile<256xi8> loc("kernel.py":7:3)\n'
+        + "  %i = iota : tile<64xi32>\n"
+        + '  %1 = fpowi %t, %i : tile<64xf32>, tile<64xi32> loc("kernel.py":7:3)\n'
         + STORE.format(value="%t")
     )
     module = parse_module(text)
     with pytest.raises(Blocked) as caught:
         Lifter(module.entries[0], PARAMS, "k").lift()
-    assert caught.value.op == "pack"
+    assert caught.value.op == "fpowi"
     assert caught.value.location == "kernel.py:7:3"
     assert "no cutile-rs construct" in caught.value.missing
 

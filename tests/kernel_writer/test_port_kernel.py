@@ -141,13 +141,14 @@ def test_floor_division_fix_up_keeps_its_false_constant(tmp_path: Path) -> None:
     assert "constant(false" not in (tmp_path / KERNEL_FILE).read_text()
 
 
-def test_unmapped_op_is_blocked_with_its_source_location(tmp_path: Path) -> None:
-    report = port_kernel(FIXTURES / "packed_bytes.port.yaml", tmp_path)
+def test_unlifted_reduce_is_blocked_with_its_source_location(tmp_path: Path) -> None:
+    # UPSTREAM_GAPS.md G4: a reduce is lifted to reduce_sum/max/min/prod only.
+    report = port_kernel(FIXTURES / "bit_union.port.yaml", tmp_path)
     assert report.verdict is KernelWriterVerdict.BLOCKED
     [blocked] = report.blocked
-    assert blocked.op == "pack"
-    assert blocked.location == "packed_bytes.py:13:13"
-    assert "no cutile-rs construct" in blocked.missing
+    assert blocked.op == "reduce"
+    assert blocked.location == "bit_union.py:14:12"
+    assert "reduces only with reduce_sum/max/min/prod" in blocked.missing
     assert not (tmp_path / KERNEL_FILE).exists()
 
 
@@ -174,7 +175,7 @@ def test_unsupported_construct_is_blocked_where_it_is(
 def test_cli_reports_json_and_exit_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = run_cli(str(FIXTURES / "packed_bytes.port.yaml"), "--out", str(tmp_path), "--json")
+    code = run_cli(str(FIXTURES / "bit_union.port.yaml"), "--out", str(tmp_path), "--json")
     assert code == ExitCode.STAGE_FAILED  # as in tileport convert
     assert json.loads(capsys.readouterr().out)["verdict"] == "BLOCKED"
 
@@ -223,10 +224,12 @@ def test_stage_node_reports_for_the_pipeline(tmp_path: Path) -> None:
 
 
 def test_stage_node_reports_blocked_constructs(tmp_path: Path) -> None:
-    report = run(_state(FIXTURES / "packed_bytes.port.yaml", tmp_path)).report
+    report = run(_state(FIXTURES / "bit_union.port.yaml", tmp_path)).report
     assert isinstance(report, KernelWriterReport)
     assert report.verdict is KernelWriterVerdict.BLOCKED
     assert report.unsupported_constructs == [
-        "pack at packed_bytes.py:13:13: no cutile-rs construct is mapped for it"
+        "reduce at bit_union.py:14:12: cutile-rs reduces only with reduce_sum/max/min/prod "
+        "(add/max/min/mul, no flags, their own identity): its closure `reduce` ignores the dim "
+        "and identity"
     ]
     assert report.kernel_rs is None and not report.generated_ir

@@ -17,9 +17,9 @@ from schemas.run_layout import RunLayout
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.env import REPO_ROOT, rs_export_binary
 
-SPEC = REPO_ROOT / "tests" / "kernel_writer" / "fixtures" / "kernels" / "packed_bytes.port.yaml"
-GOOD = (Path(__file__).parent / "fixtures" / "packed_bytes.kernel.rs").read_text()
-UNKNOWN_CALL = GOOD.replace("pack(tx)", "pack_tile(tx)")
+SPEC = REPO_ROOT / "tests" / "kernel_writer" / "fixtures" / "kernels" / "bit_union.port.yaml"
+GOOD = (Path(__file__).parent / "fixtures" / "bit_union.kernel.rs").read_text()
+UNKNOWN_CALL = GOOD.replace("reduce(tx,", "reduce_tile(tx,")
 
 pytestmark = [
     pytest.mark.slow,
@@ -64,6 +64,6 @@ def test_convert_with_llm_compiles_a_blocked_kernel(
     assert len(endpoint.requests) == 2
     retry = endpoint.requests[1]["messages"][-1]["content"]
     assert "failed at the compile step" in retry
-    assert "call to `pack_tile` is not supported" in retry and "kernel.rs:" in retry
+    assert "call to `reduce_tile` is not supported" in retry and "kernel.rs:" in retry
     # The port reached stage D, which built the library from it.
     assert [s["stage"] for s in printed["stages"]][3] == "host_builder"

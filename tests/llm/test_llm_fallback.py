@@ -25,9 +25,18 @@ from schemas.verdicts import KernelWriterVerdict
 from toolchain.env import REPO_ROOT, rs_export_binary
 
 KERNELS = REPO_ROOT / "tests" / "kernel_writer" / "fixtures" / "kernels"
-GOOD = (Path(__file__).parent / "fixtures" / "packed_bytes.kernel.rs").read_text()
-# Compiles, but packs the tile doubled: another IR, other SASS.
-DOUBLED = GOOD.replace("pack(tx)", "pack(tx + tx)")
+GOOD = (Path(__file__).parent / "fixtures" / "bit_union.kernel.rs").read_text()
+# Compiles, but takes each block's maximum, not its OR: another IR, other SASS.
+MAXED = GOOD.replace(
+    "let reduced = reduce(tx, 0i32, 0i32, |a, b| a | b);",
+    "let reduced: Tile<i32, { [] }> = reduce_max(tx, 0i32);",
+)
+# What the lifter says of bit_union's `|` reduce (UPSTREAM_GAPS.md G4).
+BLOCKED_AT = (
+    "reduce at bit_union.py:14:12: cutile-rs reduces only with reduce_sum/max/min/prod "
+    "(add/max/min/mul, no flags, their own identity): its closure `reduce` ignores the dim "
+    "and identity"
+)
 
 pytestmark = pytest.mark.skipif(
     not rs_export_binary().exists(), reason="tileport-rs-export is not built (make setup)"
@@ -79,18 +88,16 @@ def first_request(endpoint: FakeEndpoint) -> str:
 def test_a_blocked_kernel_is_ported_by_the_llm_on_its_second_attempt(
     llm_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    replies = [Reply(fenced(DOUBLED), 4000, 900), Reply(fenced(GOOD), 5200, 950)]
+    replies = [Reply(fenced(MAXED), 4000, 900), Reply(fenced(GOOD), 5200, 950)]
     with serve(replies) as endpoint:
         llm_env.setenv("TILEPORT_LLM_BASE_URL", endpoint.base_url)
-        state = analysed("packed_bytes", tmp_path)
+        state = analysed("bit_union", tmp_path)
         report, result = kernel_writer(state)
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert report.writer is WriterKind.LLM and report.llm_attempts == 2
     assert report.summary.endswith("(written by the LLM, attempt 2)")
     # What the lifter could not lift is still said, with where it is.
-    assert report.unsupported_constructs == [
-        "pack at packed_bytes.py:13:13: no cutile-rs construct is mapped for it"
-    ]
+    assert report.unsupported_constructs == [BLOCKED_AT]
     record = report.llm
     assert record is not None and record.status is LlmStatus.SUCCEEDED
     assert record.lifter_verdict is KernelWriterVerdict.BLOCKED
@@ -98,7 +105,7 @@ def test_a_blocked_kernel_is_ported_by_the_llm_on_its_second_attempt(
         KernelWriterVerdict.FAIL_FIXABLE,
         KernelWriterVerdict.COMPILED,
     ]
-    assert record.llm_entries == ["packed_bytes_kernel"]
+    assert record.llm_entries == ["bit_union_kernel"]
     assert record.usage.total_tokens == 4900 + 6150
     assert record.usage.cost_usd == pytest.approx(9.2 * 0.5 + 1.85 * 2)
     assert (result.llm_tokens, result.llm_model) == (11050, "port-model")
@@ -109,27 +116,28 @@ def test_a_blocked_kernel_is_ported_by_the_llm_on_its_second_attempt(
     assert (layout.generated_dir / KERNEL_FILE).read_text() == GOOD
     port = PortReport.model_validate_json((layout.generated_dir / REPORT_FILE).read_text())
     assert port.verdict is KernelWriterVerdict.COMPILED and port.rustc_check is True
-    assert [(c.config, c.level) for c in port.checks] == [("tile256__ragged", "exact")]
+    assert [(c.config, c.level) for c in port.checks] == [("tile256__blocks", "exact")]
     assert {t.target for t in port.checks[0].targets} == {"sm_90", "sm_100"}
-    assert [(e.name, e.written_by) for e in port.entries] == [("packed_bytes_kernel", "llm")]
+    assert [(e.name, e.written_by) for e in port.entries] == [("bit_union_kernel", "llm")]
     assert port.llm_tokens == 11050
-    assert layout.resolve(report.generated_ir["tile256"]).read_text().count("= pack ") == 1
+    assert layout.resolve(report.generated_ir["tile256"]).read_text().count("= reduce ") == 1
 
     # The first request: the analysis, the reference IR, the partial port with the
     # construct marked where it stands, the op mapping, the source, the contract.
     prompt = first_request(endpoint)
-    assert '"kernel_name": "packed_bytes_kernel"' in prompt
-    assert "pack %tile : tile<256xf32> -> tile<1024xi8>" in prompt
-    assert "// TILEPORT-UNLIFTED: `pack` at packed_bytes.py:13:13" in prompt
+    assert '"kernel_name": "bit_union_kernel"' in prompt
+    assert "reduce %tile dim=0 identities=[0 : i32] : tile<256xi32> -> tile<i32>" in prompt
+    assert "// TILEPORT-UNLIFTED: `reduce` at bit_union.py:14:12" in prompt
+    assert "## known upstream gap G4 (docs/UPSTREAM_GAPS.md)" in prompt
     assert "| `load_view_tko` |" in prompt
-    assert "packed = ct.pack_to_bytes(tx)" in prompt
-    assert "variant `tile256`: entry `packed_bytes_kernel`" in prompt
-    assert "- configuration tile256__ragged: TILE = 256" in prompt
+    assert "union = ct.reduce(tx, 0, lambda a, b: a | b, 0, keepdims=True)" in prompt
+    assert "variant `tile256`: entry `bit_union_kernel`" in prompt
+    assert "- configuration tile256__blocks: TILE = 256" in prompt
     assert (layout.generated_dir / PARTIAL_FILE).is_file()
     assert (layout.generated_dir / LLM_DIR / PROMPT_FILE).read_text() == prompt
     # The retry carries the IR-diff findings and the SASS that differs.
     retry = endpoint.requests[1]["messages"][-1]["content"]
-    assert "failed at the ir_diff step" in retry and "tile256__ragged: IR different" in retry
+    assert "failed at the ir_diff step" in retry and "tile256__blocks: IR different" in retry
     assert "SASS on sm_90:" in retry
 
 
@@ -143,7 +151,7 @@ def test_an_endpoint_that_is_down_leaves_a_clear_blocked(
     llm_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     llm_env.setenv("TILEPORT_LLM_BASE_URL", dead_url())
-    state = analysed("packed_bytes", tmp_path)
+    state = analysed("bit_union", tmp_path)
     started = time.monotonic()
     report, result = kernel_writer(state)
     assert time.monotonic() - started < 60
@@ -188,7 +196,7 @@ def test_a_run_past_its_cap_asks_nothing(llm_env: pytest.MonkeyPatch, tmp_path: 
     llm_env.setenv("TILEPORT_LLM_MAX_RUN_TOKENS", "5000")
     with serve([Reply(fenced(GOOD))]) as endpoint:
         llm_env.setenv("TILEPORT_LLM_BASE_URL", endpoint.base_url)
-        report, result = kernel_writer(analysed("packed_bytes", tmp_path, llm_tokens=5000))
+        report, result = kernel_writer(analysed("bit_union", tmp_path, llm_tokens=5000))
     assert endpoint.requests == []
     assert report.verdict is KernelWriterVerdict.BLOCKED
     assert report.llm is not None and report.llm.status is LlmStatus.BUDGET_EXHAUSTED
@@ -200,12 +208,10 @@ def test_without_an_endpoint_or_without_llm_nothing_is_asked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("TILEPORT_LLM_BASE_URL", raising=False)
-    report, _ = kernel_writer(analysed("packed_bytes", tmp_path / "unset"))
+    report, _ = kernel_writer(analysed("bit_union", tmp_path / "unset"))
     assert report.llm is not None and report.llm.status is LlmStatus.NOT_CONFIGURED
     assert "TILEPORT_LLM_BASE_URL" in report.summary
     options = RunOptions(no_gpu=True, llm=False)
-    report, _ = kernel_writer(analysed("packed_bytes", tmp_path / "off", options=options))
+    report, _ = kernel_writer(analysed("bit_union", tmp_path / "off", options=options))
     assert report.llm is None and report.llm_attempts == 0
-    assert (
-        report.summary == "pack at packed_bytes.py:13:13: no cutile-rs construct is mapped for it"
-    )
+    assert report.summary == BLOCKED_AT

@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 KERNELS = REPO / "tests" / "kernel_writer" / "fixtures" / "kernels"
-GOOD = (REPO / "tests" / "llm" / "fixtures" / "packed_bytes.kernel.rs").read_text()
+GOOD = (REPO / "tests" / "llm" / "fixtures" / "bit_union.kernel.rs").read_text()
 RUN_TIMEOUT_S = 600.0
 
 
@@ -41,7 +41,7 @@ def fenced(source: str) -> str:
 @pytest.fixture
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEndpoint]:
     """The scripted endpoint, in the environment the worker's job process inherits."""
-    broken = GOOD.replace("pack(tx)", "pack_tile(tx)")
+    broken = GOOD.replace("reduce(tx,", "reduce_tile(tx,")
     with serve([Reply(fenced(broken), 2000, 500), Reply(fenced(GOOD), 2600, 600)]) as fake:
         monkeypatch.setenv("TILEPORT_LLM_BASE_URL", fake.base_url)
         monkeypatch.setenv("TILEPORT_LLM_MODEL", "port-model")
@@ -65,7 +65,7 @@ def pool(context: ServiceContext, tmp_path: Path) -> Iterator[WorkerPool]:
 def test_a_conversion_with_llm_records_its_tokens_and_cost(
     client: TestClient, context: ServiceContext, endpoint: FakeEndpoint, pool: WorkerPool
 ) -> None:
-    body = {"source_path": "packed_bytes.py", "options": {"no_gpu": True, "llm": True}}
+    body = {"source_path": "bit_union.py", "options": {"no_gpu": True, "llm": True}}
     response = client.post("/v1/conversions", json=body, headers=AUTH)
     assert response.status_code == 202, response.text
     cid = str(response.json()["id"])

@@ -1,5 +1,5 @@
 """`tileport survey`: the rows, totals and markdown on rows written here; the command
-on a tiny library written here (a kernel that ports COMPILED, one BLOCKED at pack,
+on a tiny library written here (a kernel that ports COMPILED, one BLOCKED at a reduce,
 one whose file is gone), each kernel's row where it stopped."""
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ def scale_kernel(x, y, TILE: ct.Constant[int]):
 
 
 @ct.kernel
-def packed_bytes_kernel(x, out, TILE: ct.Constant[int]):
+def bit_union_kernel(x, out, TILE: ct.Constant[int]):
     block = ct.bid(0)
     tx = ct.load(x, index=(block,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
-    ct.store(out, index=(block,), tile=ct.pack_to_bytes(tx))
+    union = ct.reduce(tx, 0, lambda a, b: a | b, 0, keepdims=True)
+    ct.store(out, index=(block,), tile=union)
 """
 
 
@@ -43,7 +44,7 @@ def row(kernel: str, stage: SurveyStage, verdict: str, detail: str = "") -> Kern
 
 ROWS = [
     row("a", SurveyStage.SPECS, "NO_SPEC", "no module 'lib.gone' under the source root"),
-    row("b", SurveyStage.PORT, "BLOCKED", "pack at ops.py:15:39: no cutile-rs construct"),
+    row("b", SurveyStage.PORT, "BLOCKED", "reduce at ops.py:15:12: cutile-rs reduces only"),
     row("c", SurveyStage.PORT, "COMPILED", "IR exact, SASS-identical sm_90/sm_100"),
     row("d", SurveyStage.CONVERT, "FAIL", "stopped after host_builder FAIL (host) | x"),
     row("e", SurveyStage.CONVERT, "AWAITING_GPU", "awaiting a GPU"),
@@ -78,8 +79,9 @@ def test_the_markdown_has_a_row_per_kernel_and_the_totals() -> None:
     report = SurveyReport.of("tileport survey l.jsonl", SurveyStage.BUNDLE, ROWS, "out/b.tar.xz")
     text = survey_markdown(report)
     assert "    tileport survey l.jsonl" in text
-    assert "| b | lib/ops.py | port | BLOCKED | pack at ops.py:15:39: no cutile-rs construct |" in (
-        text
+    assert (
+        "| b | lib/ops.py | port | BLOCKED | reduce at ops.py:15:12: cutile-rs reduces only |"
+        in (text)
     )
     assert "stopped after host_builder FAIL (host) \\| x" in text  # one cell, not two
     assert text.count("\n| ") == 1 + len(ROWS)  # the header and the rows
@@ -147,9 +149,13 @@ def record(
 
 RECORDS = [
     record("scale_kernel", "lib/ops.py", ["x", "y"], 4),
-    # pack_to_bytes writes a float32 tile's 4 bytes per element.
+    # Each block's 256 words OR to one.
     record(
-        "packed_bytes_kernel", "lib/ops.py", ["x", "out"], 11, [tensor(1000), tensor(4000, "uint8")]
+        "bit_union_kernel",
+        "lib/ops.py",
+        ["x", "out"],
+        11,
+        [tensor(1024, "int32"), tensor(4, "int32")],
     ),
     record("gone_kernel", "lib/gone.py", ["x", "y"], 4),
 ]
@@ -225,11 +231,11 @@ def test_each_kernel_stops_where_its_stage_says(tmp_path: Path) -> None:
     rows = {r.kernel: r for r in report.rows}
     assert [(r.kernel, r.stage, r.verdict) for r in report.rows] == [
         ("scale_kernel", "port", "COMPILED"),
-        ("packed_bytes_kernel", "port", "BLOCKED"),
+        ("bit_union_kernel", "port", "BLOCKED"),
         ("gone_kernel", "specs", "NO_SPEC"),
     ]
     assert "SASS-identical" in rows["scale_kernel"].detail
-    assert rows["packed_bytes_kernel"].detail.startswith("pack at ")
+    assert rows["bit_union_kernel"].detail.startswith("reduce at ops.py:15:12: ")
     assert rows["scale_kernel"].spec == "scale_kernel" and rows["gone_kernel"].spec is None
     assert report.totals == SurveyTotals(
         kernels=3, specs_written=2, compiled=1, at_gpu_boundary=0, bundled=0
