@@ -164,6 +164,12 @@ def add_command(args: argparse.Namespace) -> int:
     else:
         for kernel in result.kernels:
             print(f"{kernel.kernel}: {kernel.verdict} ({kernel.summary})", file=sys.stderr)
+            if kernel.unit_extents_unproven:
+                print(
+                    f"{kernel.kernel}: launches with an extent of 1 run the entry proven on "
+                    f"wider extents; its unit variants: {kernel.unit_extents_unproven}",
+                    file=sys.stderr,
+                )
         if result.outcome is AddOutcome.REFUSED:
             print(f"refused: {result.reason}", file=sys.stderr)
         elif result.outcome is AddOutcome.UNCHANGED:

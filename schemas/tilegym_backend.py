@@ -38,6 +38,13 @@ class KernelPort(_Strict):
     spec: str
     verdict: KernelWriterVerdict
     summary: str
+    unit_extents_unproven: str = Field(
+        "",
+        description="Why the kernel's launches with an extent of 1 run the entry proven "
+        "on wider extents: the kernel writer's verdict on its unit variants (a variant "
+        "per extent of 1, which the reference compiles as a shape constant). Empty where "
+        "they have entries of their own or the kernel has none.",
+    )
 
 
 class AddResult(_Strict):
