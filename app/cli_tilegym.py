@@ -166,8 +166,8 @@ def add_command(args: argparse.Namespace) -> int:
             print(f"{kernel.kernel}: {kernel.verdict} ({kernel.summary})", file=sys.stderr)
             if kernel.unit_extents_unproven:
                 print(
-                    f"{kernel.kernel}: launches with an extent of 1 run the entry proven on "
-                    f"wider extents; its unit variants: {kernel.unit_extents_unproven}",
+                    f"{kernel.kernel}: unit variants left out, their launches running the "
+                    f"entry proven on wider extents: {kernel.unit_extents_unproven}",
                     file=sys.stderr,
                 )
         if result.outcome is AddOutcome.REFUSED:

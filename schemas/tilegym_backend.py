@@ -40,10 +40,10 @@ class KernelPort(_Strict):
     summary: str
     unit_extents_unproven: str = Field(
         "",
-        description="Why the kernel's launches with an extent of 1 run the entry proven "
-        "on wider extents: the kernel writer's verdict on its unit variants (a variant "
-        "per extent of 1, which the reference compiles as a shape constant). Empty where "
-        "they have entries of their own or the kernel has none.",
+        description="The kernel's unit variants left out (a variant per extent of 1, "
+        "which the reference compiles as a shape constant) with the kernel writer's "
+        "verdict on them: their launches run the entry proven on wider extents. Empty "
+        "where every unit variant has its entry or the kernel has none.",
     )
 
 

@@ -164,7 +164,7 @@ def _ports(
             spec = without_variants(spec, failing, work / "partial-specs")
             port = _port(spec.path, work / "partial-ports")
         if left_out and port.report.verdict is KernelWriterVerdict.COMPILED:
-            units_unproven[spec.kernel] = f"{', '.join(sorted(left_out))} left out: {first}"
+            units_unproven[spec.kernel] = f"{', '.join(sorted(left_out))} ({first})"
         return spec, port
 
     first = proven({})
