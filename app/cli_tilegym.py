@@ -164,12 +164,6 @@ def add_command(args: argparse.Namespace) -> int:
     else:
         for kernel in result.kernels:
             print(f"{kernel.kernel}: {kernel.verdict} ({kernel.summary})", file=sys.stderr)
-            if kernel.unit_extents_unproven:
-                print(
-                    f"{kernel.kernel}: unit variants left out, their launches running the "
-                    f"entry proven on wider extents: {kernel.unit_extents_unproven}",
-                    file=sys.stderr,
-                )
         if result.outcome is AddOutcome.REFUSED:
             print(f"refused: {result.reason}", file=sys.stderr)
         elif result.outcome is AddOutcome.UNCHANGED:

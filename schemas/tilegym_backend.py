@@ -38,13 +38,6 @@ class KernelPort(_Strict):
     spec: str
     verdict: KernelWriterVerdict
     summary: str
-    unit_extents_unproven: str = Field(
-        "",
-        description="The kernel's unit variants left out (a variant per extent of 1, "
-        "which the reference compiles as a shape constant) with the kernel writer's "
-        "verdict on them: their launches run the entry proven on wider extents. Empty "
-        "where every unit variant has its entry or the kernel has none.",
-    )
 
 
 class AddResult(_Strict):

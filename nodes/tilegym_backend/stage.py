@@ -23,12 +23,7 @@ from nodes.host_builder.tilegym_ffi import FfiError
 from nodes.host_builder.tilegym_kernel import KernelRsError
 from nodes.host_builder.tilegym_layout import ProvenPort, op_layout
 from nodes.kernel_writer.stage import port_kernel
-from nodes.spec_writer.writer import (
-    WrittenSpec,
-    read_signature_hints,
-    without_variants,
-    write_specs,
-)
+from nodes.spec_writer.writer import WrittenSpec, read_signature_hints, write_specs
 from nodes.tilegym_backend.checkout import (
     CRATE_LIB,
     CUTILE_RS,
@@ -114,9 +109,7 @@ def _ports(
     records: list[LaunchRecord],
     signatures: list[Path],
     work: Path,
-) -> tuple[list[ProvenPort], dict[str, str]]:
-    """The ports of the op's kernels, and by kernel why its unit variants were left
-    out where the kernel writer did not prove them."""
+) -> list[ProvenPort]:
     if not kernels:
         raise Refused(f"{module.function.name} in {module.path} launches no @ct.kernel")
     mine = [r for r in records if Path(r.file) == module.path and r.kernel in kernels]
@@ -129,45 +122,17 @@ def _ports(
     hints: dict[str, str] = {}
     for path in signatures:
         hints.update(read_signature_hints(path))
-    # By kernel: why its unit variants were left out (the kernel writer's verdict).
-    units_unproven: dict[str, str] = {}
 
-    def proven(literal: dict[tuple[str, str], list[str]]) -> list[tuple[WrittenSpec, ProvenPort]]:
-        # Every class a call through tilegym.ops can launch, not only the recorded,
-        # extents of 1 included (the reference compiles each as a shape constant).
+    def ported(literal: dict[tuple[str, str], list[str]]) -> list[tuple[WrittenSpec, ProvenPort]]:
+        # Every class a call through tilegym.ops can launch, not only the recorded.
         written, problems = write_specs(
-            mine,
-            checkout / SOURCE_ROOT,
-            work / "specs",
-            hints,
-            literal,
-            widen=True,
-            unit_extents=True,
+            mine, checkout / SOURCE_ROOT, work / "specs", hints, literal, widen=True
         )
         if problems:
             raise Refused("no port spec for: " + "; ".join(problems))
-        return [without_unproven_units(spec, _port(spec.path, work / "ports")) for spec in written]
+        return [(spec, _port(spec.path, work / "ports")) for spec in written]
 
-    def without_unproven_units(
-        spec: WrittenSpec, port: ProvenPort
-    ) -> tuple[WrittenSpec, ProvenPort]:
-        """The port with the unit variants the kernel writer proves: one it does not
-        is left out (its launches then run the entry proven on wider extents, and the
-        op's result says so) rather than the op being refused."""
-        left_out: set[str] = set()
-        first = port.report.summary
-        while port.report.verdict is not KernelWriterVerdict.COMPILED:
-            failing = {c.variant for c in port.report.checks if c.level == "different"}
-            if not failing or not failing <= set(spec.unit_variants):
-                break  # not a unit variant's failure: the op is refused with it
-            left_out |= failing
-            spec = without_variants(spec, failing, work / "partial-specs")
-            port = _port(spec.path, work / "partial-ports")
-        if left_out and port.report.verdict is KernelWriterVerdict.COMPILED:
-            units_unproven[spec.kernel] = f"{', '.join(sorted(left_out))} ({first})"
-        return spec, port
-
-    first = proven({})
+    first = ported({})
     # Entries specialised to literal constants serve only the constant sets their
     # configurations had: the specs are written again to prove every recorded set.
     literal = {
@@ -177,10 +142,7 @@ def _ports(
         for spec, port in first
         if port.report.literal_entries
     }
-    if literal:
-        units_unproven.clear()
-        return [port for _, port in proven(literal)], units_unproven
-    return [port for _, port in first], units_unproven
+    return [port for _, port in (ported(literal) if literal else first)]
 
 
 def _texts(
@@ -221,16 +183,13 @@ def add_op(
         host = host_code(module, source)
         # A folder per op: two ops' kernels may share a name (mla_decoding and
         # mla_decoding_split_kv each have a _naive_absorb_mla_transpose_kernel).
-        ports, units_unproven = _ports(
-            checkout, module, host.kernels, records, signatures, work / op
-        )
+        ports = _ports(checkout, module, host.kernels, records, signatures, work / op)
         kernels = [
             KernelPort(
                 kernel=p.report.kernel,
                 spec=p.spec_path.name,
                 verdict=p.report.verdict,
                 summary=p.report.summary,
-                unit_extents_unproven=units_unproven.get(p.report.kernel, ""),
             )
             for p in ports
         ]

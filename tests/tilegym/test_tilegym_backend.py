@@ -32,7 +32,7 @@ from nodes.tilegym_backend.checkout import with_backend, with_import, with_modul
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
-from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, ConfigCheck, PortReport
+from schemas.kernel_writer import REPORT_FILE, BlockedConstruct, PortReport
 from schemas.launch_capture import distinct_launches, read_launch_records
 from schemas.verdicts import KernelWriterVerdict
 from toolchain.env import REPO_ROOT, cache_dir, toolchain_env
@@ -386,11 +386,6 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert 'pub unsafe extern "C" fn cutile_relu(launch: *const u8) -> i32 {' in ffi
     assert "descriptor::<1>(&w[0..])" in ffi and "descriptor::<1>(&w[4..])" in ffi
     assert "let block_size: i64 = w[9] as i64;" in ffi
-    # A one-element launch has an entry of its own (the reference compiles the extent
-    # as a shape constant), proven like the others and dispatched first.
-    assert "let variant: usize = if x_0 == 1i64 { 0 } else { 1 };" in ffi
-    assert "_relu_fwd_kernel_v0_x_0_1" in ffi
-    assert "unit variants left out" not in err
     # Both classes the records lack were proven, not only declared: a bf16 and a
     # ragged (odd-extent) configuration, each matching the reference's IR.
     report = PortReport.model_validate_json(
@@ -458,74 +453,31 @@ def test_ops_it_cannot_deliver_are_refused(
     # port is one kept in --work from the same spec text (the lifter ports every
     # recorded gelu kernel, so a BLOCKED one is set there).
     work = tmp_path / "blocked"
-    blocked = PortReport(
-        kernel="_gelu_kernel",
-        spec="gelu_kernel.port.yaml",
-        verdict=KernelWriterVerdict.BLOCKED,
-        summary="tanh at gelu.py:40 has no lifting",
-        blocked=[BlockedConstruct(op="math.tanh", location="gelu.py:40", missing="a lifting")],
-    )
-    _keep_port(checkout, work, "gelu", blocked)
-    code, out, err = _add(checkout, "gelu", work, capsys)
-    assert code == 1 and out == ""
-    assert "not every kernel of gelu ported COMPILED: _gelu_kernel: BLOCKED (tanh" in err
-    assert _git(checkout, "status", "--porcelain") == ""
-
-
-@needs_tilegym
-@pytest.mark.slow
-def test_a_unit_variant_the_kernel_writer_does_not_prove_is_left_out(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """relu's one-element launches have a variant of their own; a port that fails
-    only there is made again without it, and the op is added saying so."""
-    checkout = _clean_copy(tmp_path / "tilegym")
-    work = tmp_path / "work"
-    unit = ConfigCheck(
-        config="v0_x_0_1__t0_float16_x_0_1",
-        variant="v0_x_0_1",
-        entry="_relu_fwd_kernel_v0_x_0_1",
-        generic_args=[],
-        exact=False,
-        ir_level="different",
-    )
-    failed = PortReport(
-        kernel="_relu_fwd_kernel",
-        spec="relu_fwd_kernel.port.yaml",
-        verdict=KernelWriterVerdict.FAIL_FIXABLE,
-        summary="v0_x_0_1__t0_float16_x_0_1: IR different, SASS sm_90 differs",
-        checks=[unit],
-    )
-    _keep_port(checkout, work, "relu", failed)
-    code, _, err = _add(checkout, "relu", work, capsys)
-    assert code == 0, err
-    assert "_relu_fwd_kernel: COMPILED" in err
-    assert (
-        "_relu_fwd_kernel: unit variants left out, their launches running the entry "
-        "proven on wider extents: v0_x_0_1 (v0_x_0_1__t0_float16_x_0_1: IR different" in err
-    )
-    ffi = (checkout / CUTILE_RS / "relu_kernel/ffi.rs").read_text()
-    assert "_relu_fwd_kernel_v0_x_0_1" not in ffi and "x_0 == 1i64" not in ffi
-
-
-def _keep_port(checkout: Path, work: Path, op: str, report: PortReport) -> None:
-    """`report` as the port `tilegym add` keeps in `work` for the spec it writes of
-    `report.kernel`, so the next run takes it as it is."""
     records = [
-        r for r in read_launch_records(LAUNCHES / "launches.jsonl") if r.kernel == report.kernel
+        r for r in read_launch_records(LAUNCHES / "launches.jsonl") if r.kernel == "_gelu_kernel"
     ]
     [spec] = write_specs(
         records,
         checkout / "src",
-        work / op / "specs",
+        work / "gelu" / "specs",
         read_signature_hints(LAUNCHES / "signatures.jsonl"),
         widen=True,  # as `tilegym add` writes it, so the kept port is the one taken
-        unit_extents=True,
     )[0]
-    kept = work / op / "ports" / spec.path.name.removesuffix(".port.yaml")
+    kept = work / "gelu" / "ports" / spec.path.name.removesuffix(".port.yaml")
     kept.mkdir(parents=True)
     (kept / SPEC_COPY).write_text(spec.path.read_text())
-    (kept / REPORT_FILE).write_text(report.model_dump_json())
+    blocked = PortReport(
+        kernel="_gelu_kernel",
+        spec=str(spec.path),
+        verdict=KernelWriterVerdict.BLOCKED,
+        summary="tanh at gelu.py:40 has no lifting",
+        blocked=[BlockedConstruct(op="math.tanh", location="gelu.py:40", missing="a lifting")],
+    )
+    (kept / REPORT_FILE).write_text(blocked.model_dump_json())
+    code, out, err = _add(checkout, "gelu", work, capsys)
+    assert code == 1 and out == ""
+    assert "not every kernel of gelu ported COMPILED: _gelu_kernel: BLOCKED (tanh" in err
+    assert _git(checkout, "status", "--porcelain") == ""
 
 
 # --- tileport tilegym test ------------------------------------------------------------
