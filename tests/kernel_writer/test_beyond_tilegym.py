@@ -99,6 +99,11 @@ PATTERNS = {
         ["sinh(", "remf(", "absi("],
         {"sm_90", "sm_100"},
     ),
+    "numpy_bound": (
+        "a module constant from numpy (`NEG = -np.inf`) as a `ct.full` fill and a maximum's start",
+        ["constant(f32::NEG_INFINITY, shape![TILE])", "maxf(start, tile,"],
+        {"sm_90", "sm_100"},
+    ),
 }
 
 
