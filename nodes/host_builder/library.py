@@ -30,7 +30,9 @@ a build area of its own (`build_areas_dir()`), in the sandbox
 so no run can change what another run's build links or executes. An area
 starts as a copy of the dependencies compiled once by a trusted build of the
 checkout's workspace (`dependency_target_dir()`, outside the sandbox, which no
-sandboxed step can write), so only the crate itself compiles per run; the
+sandboxed step can write; built again when the manifests change or a file a build
+script read has, such as the CUDA headers of a new virtual environment), so only
+the crate itself compiles per run; the
 least recently used areas beyond `BUILD_AREAS_KEPT` are removed. Generation in
 the checkout and every build run under one file lock, so concurrent host stages
 never interleave writes or builds. The build is lazy: `ensure_built` rebuilds
@@ -284,15 +286,34 @@ def _seed_key() -> str:
     return digest.hexdigest()
 
 
+def seed_inputs_changed(seed: Path) -> bool:
+    """Whether a file a dependency's build script named by its absolute path
+    (`cargo:rerun-if-changed=`: the CUDA headers bindgen read, in the virtual
+    environment) is newer than the seed's mark, or gone: every build area copied
+    from the seed would then compile those crates and all above them again."""
+    built = (seed / SEED_MARK).stat().st_mtime_ns
+    for output in seed.glob("release/build/*/output"):
+        for line in output.read_text(encoding="utf-8", errors="replace").splitlines():
+            _, sep, named = line.partition("rerun-if-changed=")
+            if not sep or not line.startswith("cargo:") or not named.startswith("/"):
+                continue
+            try:
+                if Path(named).stat().st_mtime_ns > built:
+                    return True
+            except OSError:
+                return True
+    return False
+
+
 def _dependency_seed() -> Path:
     """The library's dependencies compiled by a build of a pristine copy of the
     checkout's workspace (no run's code in it), outside the sandbox as the checkout's
-    own build is; rebuilt when the manifests or the lock change. Call under
-    `library_lock`."""
+    own build is; rebuilt when the manifests or the lock change, or a file a build
+    script read (`seed_inputs_changed`). Call under `library_lock`."""
     seed = dependency_target_dir()
     key = _seed_key()
     mark = seed / SEED_MARK
-    if mark.is_file() and mark.read_text(encoding="utf-8") == key:
+    if mark.is_file() and mark.read_text(encoding="utf-8") == key and not seed_inputs_changed(seed):
         return seed
     shutil.rmtree(seed, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="tileport-dependencies-") as scratch:
