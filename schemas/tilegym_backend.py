@@ -183,6 +183,16 @@ class CallCost(_Strict):
         description="cuTile Python's `ct.launch` alone, with the arguments the cutile op "
         "gave it: what `_launch` stands in for."
     )
+    empty_launch_us: float = Field(
+        description="`_launch` with an empty grid: the wrapper and the symbol's reading and "
+        "checks, without the device, the entry lookup and the CUDA launch."
+    )
+    cutile_host_code_us: float = Field(
+        description="The cutile op with `ct.launch` doing nothing: its host code alone."
+    )
+    port_host_code_us: float = Field(
+        description="The cutile-rs op with `_launch` doing nothing: its host code alone."
+    )
 
 
 class CallCostReport(_Strict):

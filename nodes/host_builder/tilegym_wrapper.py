@@ -11,7 +11,9 @@ one `struct.Struct` per symbol: a tensor as its address, dtype code, extents and
 strides, constants and scalars as numbers, the grid padded to three, the device
 and the stream (no compile hints: the port's entry was compiled with them). cffi's
 ABI mode converts each argument of a call on its own, so one buffer costs less
-than twenty numbers.
+than twenty numbers. What a call repeats is only read, never computed: the dtype
+codes met so far sit in a dict (a new dtype's code is TileGym's `make_tensor_desc`'s),
+each symbol is an attribute of `_LIBRARY` once its first call bound it.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class PortFfi:
             if ctype == "tensor":
                 values += [
                     f"{local}.data_ptr()",
-                    f"_dtype_code({local})",
+                    f"_DTYPE_CODES[{local}.dtype]",
                     f"*{local}_shape",
                     f"*{local}_stride",
                 ]
@@ -102,9 +104,18 @@ class PortFfi:
             "            device,",
             '            getattr(stream, "cuda_stream", stream),',
             "        )",
+            *(
+                [
+                    "    except KeyError:  # a dtype not met yet: its code, then the launch again",
+                    f"        _learn_dtype_codes({', '.join(t for t, _ in tensors)})",
+                    f"        return {self.kernel}(stream, grid, args)",
+                ]
+                if tensors
+                else []
+            ),
             "    except struct.error as error:",
             f'        raise TypeError(f"{self.symbol}: {{error}}") from None',
-            f"    rc = _library().{self.symbol}(launch)",
+            f"    rc = _LIBRARY.{self.symbol}(launch)",
             "    if rc:",
             f'        check_rc(rc, "{self.symbol}")',
         ]
@@ -153,27 +164,28 @@ def render_wrapper(
         "# stream in 8-byte words.",
         *(p.packer() for p in ports),
         "",
-        "# ffi_util's dtype code of each torch dtype, as make_tensor_desc packs it.",
+        "# ffi_util's dtype code of each torch dtype met so far, as make_tensor_desc packs it.",
         "_DTYPE_CODES = {}",
         "",
         "",
-        "_LIBRARY = []  # the loaded library, once bound",
+        "def _learn_dtype_codes(*tensors):",
+        '    """The dtype code of each tensor, packed by make_tensor_desc (which refuses',
+        '    what it refuses)."""',
+        "    ffi = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[0]",
+        "    for tensor in tensors:",
+        "        _DTYPE_CODES[tensor.dtype] = make_tensor_desc(ffi, tensor).dtype",
         "",
         "",
-        "def _library():",
-        "    if not _LIBRARY:",
-        "        _LIBRARY.append(bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[1])",
-        "    return _LIBRARY[0]",
+        "class _Library:",
+        '    """The library\'s symbols, each bound on its first call and kept as an attribute."""',
+        "",
+        "    def __getattr__(self, name):",
+        "        symbol = getattr(bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[1], name)",
+        "        setattr(self, name, symbol)",
+        "        return symbol",
         "",
         "",
-        "def _dtype_code(tensor):",
-        '    """The tensor\'s dtype code; the first of a dtype is packed by make_tensor_desc,',
-        '    which refuses what it refuses."""',
-        "    code = _DTYPE_CODES.get(tensor.dtype)",
-        "    if code is None:",
-        "        ffi = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[0]",
-        "        code = _DTYPE_CODES[tensor.dtype] = make_tensor_desc(ffi, tensor).dtype",
-        "    return code",
+        "_LIBRARY = _Library()",
         "",
         "",
     ]

@@ -7,11 +7,14 @@ per call is the loop's wall-clock time over the calls, the kernels left to run
 behind it (a host-bound op call is what this measures; the GPU's queue is drained
 before and after). For cutile-rs the same call is then taken apart: the written
 module's `_launch` alone (with the arguments the op gave it), the C symbol alone
-(with the arguments `_launch` gave it: the Rust side), and the tensor
-cuTile Python's `ct.launch` alone (with the arguments the cutile op gave it: what
-`_launch` stands in for). `op - launch` is the op's own Python (its host code, torch
-allocations), `launch - symbol` the wrapper's, `symbol` the Rust side's (checks,
-dispatch, generic arguments, cutile's kernel lookup and the launch).
+(with the arguments `_launch` gave it: the Rust side), `_launch` with an empty
+grid (the symbol returns before any CUDA call), and cuTile Python's `ct.launch`
+alone (with the arguments the cutile op gave it: what `_launch` stands in for).
+Last, each backend's op with its launch doing nothing: its host code alone, which
+should cost the same on both (the written module runs the cutile module's host code).
+`launch - symbol` is the wrapper's Python, `empty grid - (launch - symbol)` the
+symbol's reading and checks, `symbol` the Rust side's (checks, dispatch, generic
+arguments, the entry's lookup and the CUDA launch).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import LAUNCH, CallCost, CallCostReport
 
 BIND = "bind_kernel_function_cffi"  # how the written module loads the library
+LIBRARY = "_LIBRARY"  # its symbols, each bound on first use
 
 
 def host_us(call_once: Callable[[], Any], calls: int, torch: Any) -> float:
@@ -107,15 +111,16 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
         return ffi, _Lib(lib)
 
     setattr(module, BIND, recording_bind)
-    loaded = list(module._LIBRARY)  # bound again through the recorder for this call
-    module._LIBRARY.clear()
+    loaded = getattr(module, LIBRARY)
+    # Bound again, through the recorder, for this call.
+    setattr(module, LIBRARY, type(loaded)())
     try:
         entry(x, **kwargs)
         torch.cuda.synchronize()
     finally:
         setattr(module, LAUNCH, launch.function)
         setattr(module, BIND, bind)
-        module._LIBRARY[:] = loaded
+        setattr(module, LIBRARY, loaded)
     set_backend("cutile")
     ct_launch = _Recorder(ct.launch)
     ct.launch = ct_launch  # the cutile module calls it through cuda.tile's attribute
@@ -126,6 +131,10 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
         ct.launch = ct_launch.function
     stream, grid, kernel, args = launch.args
     launch_us = host_us(lambda: launch.function(stream, grid, kernel, args), calls, torch)
+    empty_us = host_us(lambda: launch.function(stream, (0, 0, 0), kernel, args), calls, torch)
+    cutile_code_us = _without_launch(ct, "launch", lambda: entry(x, **kwargs), calls, torch)
+    set_backend("cutile-rs")
+    port_code_us = _without_launch(module, LAUNCH, lambda: entry(x, **kwargs), calls, torch)
     [(symbol, recorded)] = [(s, r) for s, r in symbols.items() if r.args]
     symbol_us = host_us(lambda: recorded.function(*recorded.args), calls, torch)
     ct_launch_us = host_us(lambda: ct_launch.function(*ct_launch.args), calls, torch)
@@ -141,7 +150,23 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
         launch_us=round(launch_us, 2),
         symbol_us=round(symbol_us, 2),
         ct_launch_us=round(ct_launch_us, 2),
+        empty_launch_us=round(empty_us, 2),
+        cutile_host_code_us=round(cutile_code_us, 2),
+        port_host_code_us=round(port_code_us, 2),
     )
+
+
+def _without_launch(
+    owner: Any, name: str, call_once: Callable[[], Any], calls: int, torch: Any
+) -> float:
+    """Host time per call of `call_once` with `owner.name` (the launch it makes) doing
+    nothing: what the op's own host code costs on its backend."""
+    launch = getattr(owner, name)
+    setattr(owner, name, lambda *args: None)
+    try:
+        return host_us(call_once, calls, torch)
+    finally:
+        setattr(owner, name, launch)
 
 
 def render_markdown(report: CallCostReport) -> str:
@@ -151,17 +176,20 @@ def render_markdown(report: CallCostReport) -> str:
         f"GPU: {report.gpu} (driver {report.driver}). Command: `{report.command}`.",
         "",
         "Host: time until the calls returned; stream: the stream's time over the same "
-        "calls (host and stream us per call).",
+        "calls (host and stream us per call). Host code: the op with its launch doing "
+        "nothing.",
         "",
         "| op | shape | cutile host | cutile stream | cutile-rs host | cutile-rs stream "
-        "| `_launch` | C symbol | `ct.launch` |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| `_launch` | C symbol | `ct.launch` | `_launch`, empty grid "
+        "| cutile host code | cutile-rs host code |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in report.ops:
         lines.append(
             f"| {c.op} | {'x'.join(map(str, c.shape))} | {c.cutile_op_us} "
             f"| {c.cutile_stream_us} | {c.port_op_us} | {c.port_stream_us} "
-            f"| {c.launch_us} | {c.symbol_us} | {c.ct_launch_us} |"
+            f"| {c.launch_us} | {c.symbol_us} | {c.ct_launch_us} | {c.empty_launch_us} "
+            f"| {c.cutile_host_code_us} | {c.port_host_code_us} |"
         )
     return "\n".join(lines) + "\n"
 

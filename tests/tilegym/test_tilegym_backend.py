@@ -403,7 +403,7 @@ def test_relu_lands_in_a_copy_of_tilegym(
     # extents, strides).
     assert "def _relu_fwd_kernel(stream, grid, args):" in wrapper
     assert "launch = _CUTILE_RELU_WORDS.pack(\n            a_x.data_ptr()," in wrapper
-    assert "    rc = _library().cutile_relu(launch)\n" in wrapper
+    assert "    rc = _LIBRARY.cutile_relu(launch)\n" in wrapper
     assert "int32_t cutile_relu(const char *launch);" in wrapper
     compile(wrapper, "relu.py", "exec")
     for text in (ffi, kernel):  # rustfmt-clean

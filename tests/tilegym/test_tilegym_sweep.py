@@ -138,10 +138,14 @@ def test_the_call_cost_needs_a_gpu_and_tables_what_it_measured(tmp_path: Path) -
         launch_us=50.2,
         symbol_us=41.0,
         ct_launch_us=3.5,
+        empty_launch_us=9.1,
+        cutile_host_code_us=30.6,
+        port_host_code_us=30.9,
     )
     report = CallCostReport(date="2026-12-06", gpu="H", driver="580", command="c", ops=[cost])
     table = render_markdown(report)
-    assert "| relu | 1024x1024 | 34.1 | 35.0 | 70.9 | 71.2 | 50.2 | 41.0 | 3.5 |" in table
+    row = "| relu | 1024x1024 | 34.1 | 35.0 | 70.9 | 71.2 | 50.2 | 41.0 | 3.5 | 9.1 | 30.6 | 30.9 |"
+    assert row in table
 
 
 def test_modes_are_the_strings_the_source_compares() -> None:

@@ -66,7 +66,7 @@ def _namespace(source: str, names: set[str], given: dict[str, Any] | None = None
     kept = [
         node
         for node in tree.body
-        if (isinstance(node, ast.FunctionDef) and node.name in names)
+        if (isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names)
         or (
             isinstance(node, ast.Assign | ast.AnnAssign)
             and any(
@@ -139,9 +139,9 @@ class _Recording:
                 "_FFI_CDEF",
                 "_CUTILE_K_WORDS",
                 "_DTYPE_CODES",
+                "_learn_dtype_codes",
+                "_Library",
                 "_LIBRARY",
-                "_library",
-                "_dtype_code",
                 "_k",
                 "_launch",
             },

@@ -71,14 +71,15 @@ impl Generic {
 pub struct Device {
     pub ordinal: usize,
     context: Arc<Context>,
-    /// The context current on the calling thread when the call read it (a default
-    /// stream's launch context), else null: the launch binds the device's then.
+    /// The context current on the calling thread when the call read it: the launch
+    /// binds the device's only where it is another (torch keeps the device's current
+    /// on its threads, so a launch rarely pays for the switch).
     current_context: sys::CUcontext,
 }
 
 impl Device {
-    /// Device `ordinal`; `current_context` is the calling thread's context when the
-    /// launch goes on the default stream, else null.
+    /// Device `ordinal`; `current_context` is the calling thread's context (null
+    /// where it has none).
     pub fn new(ordinal: usize, current_context: sys::CUcontext) -> Result<Self, LaunchError> {
         let context = with_device(ordinal, Arc::clone).map_err(|error| LaunchError {
             kind: LaunchFailure::Device,
@@ -91,22 +92,17 @@ impl Device {
         })
     }
 
-    /// Device `ordinal` for a launch on `stream` (null: the legacy default stream,
-    /// whose context is the calling thread's).
-    ///
-    /// # Safety
-    /// `stream` must be null or a live stream of that device.
-    pub unsafe fn for_stream(ordinal: usize, stream: *mut c_void) -> Result<Self, LaunchError> {
+    /// Device `ordinal` for a launch from the calling thread, with the thread's
+    /// current context (a launch on the legacy default stream runs in it).
+    pub fn for_launch(ordinal: usize) -> Result<Self, LaunchError> {
         let mut current: sys::CUcontext = std::ptr::null_mut();
-        if stream.is_null() {
-            // SAFETY: a valid out-pointer; no context leaves `current` null.
-            let code = unsafe { sys::cuCtxGetCurrent(&mut current) };
-            if code != sys::cudaError_enum_CUDA_SUCCESS {
-                return failure(
-                    LaunchFailure::Device,
-                    format!("cuCtxGetCurrent returned CUDA error {code}"),
-                );
-            }
+        // SAFETY: a valid out-pointer; no context leaves `current` null.
+        let code = unsafe { sys::cuCtxGetCurrent(&mut current) };
+        if code != sys::cudaError_enum_CUDA_SUCCESS {
+            return failure(
+                LaunchFailure::Device,
+                format!("cuCtxGetCurrent returned CUDA error {code}"),
+            );
         }
         Self::new(ordinal, current)
     }
