@@ -41,7 +41,7 @@ from nodes.host_builder.rust_entry import (
     RustKernelModule,
     RustSourceError,
 )
-from nodes.kernel_writer.generics import generic_name
+from nodes.kernel_writer.generics import fact_stem, generic_name
 from schemas.gpu import LiteralDispatch
 from schemas.port_spec import (
     ITEMSIZE,
@@ -516,7 +516,7 @@ def _column_fact(array: ArrayBinding, column: int) -> tuple[ExtentKind, int | No
 
 def _list_fact_names(array: ArrayBinding) -> dict[str, tuple[ExtentKind, int | None]]:
     """The kernel writer's names of a list's element facts."""
-    stem = generic_name(array.name)
+    stem = fact_stem(array.name)
     names: dict[str, tuple[ExtentKind, int | None]] = {f"{stem}_ALIGN": (ExtentKind.ADDRESS, None)}
     for dim in range(array.rank):
         names[f"{stem}_SHAPE_{dim}_DIV"] = (ExtentKind.SHAPE, dim)
@@ -620,7 +620,8 @@ CONSTANT_DTYPES = {"int": DType.INT64, "float": DType.FLOAT64, "bool": DType.BOO
 
 def constant_of_generic(spec: PortSpec, generic: str) -> str | None:
     """The spec constant a const generic stands for, by the kernel writer's naming
-    (`block_n` is `BLOCK_N` in Rust), else None."""
+    rule (`generics.generic_name`: the constant's own name, `block_n` is `block_n`),
+    else None."""
     named = [name for name in spec.constants if generic_name(name) == generic]
     if len(named) > 1:
         raise BindingError(f"const generic {generic} names constants {', '.join(named)}")
@@ -784,7 +785,7 @@ def _bare(condition: str) -> str:
 
 def _derived_generics(spec: PortSpec, spec_path: Path) -> dict[str, str]:
     """The generics the kernel writer names after a local the kernel derives from its
-    constants (`NUM_TILES`), each with the local's spec expression."""
+    constants (`num_tiles`), each with the local's spec expression."""
     try:
         source = read_kernel_source(spec_relative(spec_path, spec.source), spec.kernel)
     except SourceError:

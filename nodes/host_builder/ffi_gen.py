@@ -132,16 +132,23 @@ def _dim_var(symbol: str) -> str:
     return f"d_{symbol.lower()}"
 
 
-def _const_var(name: str) -> str:
-    return f"c_{name.lower()}"
+def _case_unique(name: str, names: list[str]) -> str:
+    """`name` in lower case; numbered where two of `names` differ only in case (`n`, `N`)."""
+    lower = name.lower()
+    if [other.lower() for other in names].count(lower) > 1:
+        return f"{lower}_{names.index(name)}"
+    return lower
+
+
+def _const_var(name: str, names: list[str]) -> str:
+    """`c_<name>` of one of the spec's constants `names` (`block_n` and `BLOCK_N` are
+    two constants, each its own generic: their variables are numbered)."""
+    return f"c_{_case_unique(name, names)}"
 
 
 def _scalar_field(name: str, names: list[str]) -> str:
-    """`s_<name>` in lower case; numbered where two scalars differ only in case (`n`, `N`)."""
-    lower = name.lower()
-    if [other.lower() for other in names].count(lower) > 1:
-        return f"s_{lower}_{names.index(name)}"
-    return f"s_{lower}"
+    """`s_<name>` of one of the scalars `names`."""
+    return f"s_{_case_unique(name, names)}"
 
 
 def _scalar_variable(name: str, dtype: DType, prefix: str, names: list[str]) -> Variable:
@@ -161,9 +168,10 @@ class _LibraryOperands:
 
     generic = "Generic"
 
-    def __init__(self, lists: set[str], scalar_names: list[str]) -> None:
+    def __init__(self, lists: set[str], scalar_names: list[str], constant_names: list[str]) -> None:
         self.lists = lists
         self.scalar_names = scalar_names
+        self.constant_names = constant_names
 
     def tensor_ref(self, array: str) -> str:
         """A `&TensorArg` of the array; a list's first element (all share its dtype)."""
@@ -198,7 +206,7 @@ class _LibraryOperands:
         return f'i64::from(rt::to_i32({value}, "{name}")?)'
 
     def constant(self, name: str) -> str:
-        return _const_var(name)
+        return _const_var(name, self.constant_names)
 
     def parameter(self, source: ParamSource) -> str:
         if source.kind == "table":
@@ -238,7 +246,10 @@ class _Generator:
         self.base_vars["num_sms"] = Variable("num_sms", Kind.INT)
         self.imports = {"self as rt", "AbiResult", "Generic", "TensorArg"}
         self.scalar_names = [s.name for s in binding.scalars]
-        self.operands = _LibraryOperands(self.lists, self.scalar_names)
+        self.constant_names = list(
+            dict.fromkeys(name for v in binding.variants for name, _, _ in v.constants)
+        )
+        self.operands = _LibraryOperands(self.lists, self.scalar_names, self.constant_names)
 
     # -- check(): descriptors and dimensions ----------------------------------------
 
@@ -353,8 +364,9 @@ class _Generator:
         for name, kind, value in variant.constants:
             want = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}[kind]
             code = self._expr(Transpiler(variables), value, want)
-            head.append(f"let {_const_var(name)}: {want.value} = {code};")
-            variables[name] = Variable(_const_var(name), want)
+            local = _const_var(name, self.constant_names)
+            head.append(f"let {local}: {want.value} = {code};")
+            variables[name] = Variable(local, want)
         body: list[str] = []
         body += self._deferred_dim_checks(Transpiler(variables))
         body += self._dtype_lines(variant)
@@ -372,7 +384,10 @@ class _Generator:
         body.append(f"let generics = vec![{generics}];")
         if not variant.literals:
             return condition, _underscore_unused_constants(head + body)
-        guard = " && ".join(f"{_const_var(name)} == {value}" for name, value in variant.literals)
+        guard = " && ".join(
+            f"{_const_var(name, self.constant_names)} == {value}"
+            for name, value in variant.literals
+        )
         inner = [f"    {line}" for line in body]
         return condition, _underscore_unused_constants([*head, f"if {guard} {{", *inner])
 

@@ -18,10 +18,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nodes.kernel_writer.naming import RESERVED, RUST_KEYWORDS
+
 _NUMBER = re.compile(
     r"(?<![A-Za-z0-9_.])(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)(i32|i64|u32|u64|f32|f64|usize)?"
     r"(?![A-Za-z0-9_])"
 )
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 _POW2_CAP = 1 << 16
 _FAR_CAP = 1 << 30  # a far probe value stays an i32
 # How many candidates per constant, and combinations in all, a constrained probe tries.
@@ -56,8 +59,28 @@ def _split(line: str) -> tuple[list[str], list[tuple[str, str]]]:
     return pieces, numbers
 
 
-def generic_name(constant: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", constant).upper()
+def generic_name(name: str) -> str:
+    """The const generic standing for a constant of the source, or for a local the
+    kernel derives from its constants: the source's own name, case kept (`block_n`
+    stays `block_n`, `TILE` stays `TILE`), so that kernel.rs, the binding, the
+    launchers and the reports all say what the source says. A character no Rust
+    identifier takes becomes `_`; a Rust keyword, or a name the generated module
+    already uses (a cutile function its body calls, the element type `E`), takes a
+    trailing `_` (`type_`, `E_`), as a variable of the body would. The binding finds
+    a generic's constant by this same rule (`binding.constant_of_generic`)."""
+    ident = _NON_IDENT.sub("_", name) or "_"
+    if ident[0].isdigit():
+        ident = "_" + ident
+    if ident == "_" or ident in RUST_KEYWORDS or ident in RESERVED:
+        ident += "_"
+    return ident
+
+
+def fact_stem(array: str) -> str:
+    """The stem of an array's launch-fact generics (`X` of `X_ALIGN`,
+    `X_SHAPE_1_DIV`): names the kernel writer makes, not the source's, so in upper
+    case as Rust names its constants."""
+    return _NON_IDENT.sub("_", array).upper()
 
 
 def recover(

@@ -284,6 +284,8 @@ class Lifter:
         fact_generics: dict[FactSlot, tuple[int, str]] | None = None,
         scalar_constants: frozenset[int] = frozenset(),
         constant_peers: Mapping[int, list[str]] | None = None,
+        *,
+        reserved: frozenset[str] = frozenset(),
     ) -> None:
         self.entry = entry
         self.fact_generics = fact_generics or {}
@@ -298,7 +300,8 @@ class Lifter:
         self.kernel_name = kernel_name
         self.source = source or SourceNames()
         self.resolved: Resolved = resolve(entry)
-        self.names = NameAllocator()
+        # `reserved`: the entry's possible const generic names, which no `let` may shadow.
+        self.names = NameAllocator(set(reserved))
         self.bindings: dict[int, Binding] = {}
         self.module_items: set[str] = set()
         self.positions: dict[int, int] = {}

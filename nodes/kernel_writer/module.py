@@ -39,10 +39,14 @@ def render_entry(entry: EntryCode) -> list[str]:
     generics = ""
     if entry.generics:
         generics = "<" + ", ".join(g.declaration for g in entry.generics) + ">"
+    allowed = ["clippy::too_many_arguments", "unused_variables"]
+    if any(g.kind == "const" and g.name != g.name.upper() for g in entry.generics):
+        # A const generic keeps its constant's name as the source gives it (`block_n`).
+        allowed.append("non_upper_case_globals")
     lines = [f"{INDENT}/// {line}".rstrip() for line in entry.doc]
     lines += [
         f"{INDENT}{attribute}",
-        f"{INDENT}#[allow(clippy::too_many_arguments, unused_variables)]",
+        f"{INDENT}#[allow({', '.join(allowed)})]",
         f"{INDENT}unsafe fn {entry.name}{generics}(",
     ]
     lines += [f"{INDENT * 2}{param}," for param in lifted.params]

@@ -34,6 +34,7 @@ from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import (
     Recovery,
     constrained_probe,
+    fact_stem,
     generic_name,
     probe_values,
     recover,
@@ -110,6 +111,10 @@ class _VariantPlan:
     branches: tuple[ConstantBranch, ...] = ()
     cutile_modules: frozenset[str] = frozenset()
     derived: dict[str, str] = field(default_factory=dict)
+    # The names a const generic of the variant's entry may take (its constants' and
+    # derived locals', `generic_name`): no variable of the body takes one, since a
+    # `let` may not shadow a const generic.
+    generic_names: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -208,7 +213,7 @@ def _fact_generics(
         for slot, what in slots:
             values = {_fact(check.spec, layout.name, what) for check in checks}
             if len(values) > 1:
-                name = _fact_generic_name(generic_name(layout.name), what)
+                name = _fact_generic_name(fact_stem(layout.name), what)
                 facts[slot] = (_fact(base.spec, layout.name, what), name)
                 sources[name] = f"{layout.name}.{what}: {sorted(values)}"
         index += layout.arguments
@@ -277,6 +282,7 @@ def _plan(
         tuple(source.branches if source else ()),
         source.cutile_modules if source else frozenset(),
         derived,
+        frozenset(taken | {generic_name(name) for name in derived}),
     )
 
 
@@ -428,7 +434,16 @@ def _lift_file(
 ) -> LiftedKernel:
     module = parse_module(path.read_text())
     facts = plan.facts if check is None else _facts_of(plan, check)
-    lifter = Lifter(module.entries[0], plan.layouts, kernel, names, facts, scalar_constants, peers)
+    lifter = Lifter(
+        module.entries[0],
+        plan.layouts,
+        kernel,
+        names,
+        facts,
+        scalar_constants,
+        peers,
+        reserved=plan.generic_names,
+    )
     return lifter.lift()
 
 

@@ -110,26 +110,40 @@ def test_element_type_generic_dispatches_per_dtype(tmp_path: Path) -> None:
     assert "rt::address_fact(args.x.data)" in text
 
 
-def test_a_lower_case_constant_binds_to_its_upper_case_generic(tmp_path: Path) -> None:
-    """The kernel writer names a constant's generic in upper case (`tile_n` is
-    `TILE_N`, as Rust wants); the binding finds the constant by the same rule."""
+def test_a_constant_binds_to_the_generic_of_its_own_name(tmp_path: Path) -> None:
+    """The kernel writer names a constant's generic as the source names the constant
+    (`generics.generic_name`: `tile_n` stays `tile_n`); the binding finds the constant
+    by the same rule, so `tile_n` and `TILE_N` are two constants, a generic each."""
     spec_path = tmp_path / "softmax.port.yaml"
     spec_path.write_text(SPEC.read_text().replace("TILE_N", "tile_n"))
     source = (SPEC.parent / "softmax.py").read_text()
     (tmp_path / "softmax.py").write_text(source.replace("TILE_N", "tile_n"))
-    kernel = _kernel(tmp_path, "<E: ElementType, const TILE_N: i32>", GENERIC_PARAMS)
+    kernel = _kernel(tmp_path, "<E: ElementType, const tile_n: i32>", GENERIC_PARAMS)
     spec = load_port_spec(spec_path)
     binding = bind_operator(spec, spec_path, parse_kernel_source(kernel), "crate::k::p")
     rules = {r.name: r for r in binding.variants[0].generics}
-    assert (rules["TILE_N"].kind, rules["TILE_N"].constant) == ("constant", "tile_n")
-    # Two constants that one generic name would stand for are refused by name.
+    assert (rules["tile_n"].kind, rules["tile_n"].constant) == ("constant", "tile_n")
+    assert 'rt::to_i32(c_tile_n, "tile_n")' in generate_operator_rs(binding)
+    # No case folding: an upper-cased generic stands for no constant of this spec.
+    upper = _kernel(tmp_path, "<E: ElementType, const TILE_N: i32>", GENERIC_PARAMS)
+    with pytest.raises(BindingError, match="const generic TILE_N is neither a spec constant"):
+        bind_operator(spec, spec_path, parse_kernel_source(upper), "crate::k::p")
+    # Both spellings: two generics, and two launcher variables (numbered, as Rust's
+    # locals are lower case).
     spec_path.write_text(
-        SPEC.read_text().replace("  TILE_N:\n", "  tile_n: {type: int, default: 1}\n  TILE_N:\n")
+        SPEC.read_text().replace("  TILE_N:\n", "  tile_n: {type: int, default: 64}\n  TILE_N:\n")
     )
-    with pytest.raises(BindingError, match="TILE_N names constants"):
-        bind_operator(
-            load_port_spec(spec_path), spec_path, parse_kernel_source(kernel), "crate::k::p"
-        )
+    both = _kernel(
+        tmp_path, "<E: ElementType, const tile_n: i32, const TILE_N: i32>", GENERIC_PARAMS
+    )
+    binding = bind_operator(
+        load_port_spec(spec_path), spec_path, parse_kernel_source(both), "crate::k::p"
+    )
+    rules = {r.name: r for r in binding.variants[0].generics}
+    assert (rules["tile_n"].constant, rules["TILE_N"].constant) == ("tile_n", "TILE_N")
+    text = generate_operator_rs(binding)
+    assert 'rt::to_i32(c_tile_n_0, "tile_n")' in text
+    assert 'rt::to_i32(c_tile_n_1, "TILE_N")' in text
 
 
 def test_literal_entries_of_one_variant_are_chosen_by_their_constants(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """A generated variable never shadows a cutile-rs function: the lifter's reserved
 names hold every public function of the pinned cutile crate's `core`, read from
-the crate kernels_rs pins."""
+the crate kernels_rs pins. A const generic keeps its constant's name, case included,
+and no variable takes it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from nodes.kernel_writer.generics import fact_stem, generic_name
+from nodes.kernel_writer.lifter import LiftedKernel
+from nodes.kernel_writer.module import EntryCode, GenericParam, render_entry
 from nodes.kernel_writer.naming import CUTILE_CORE_FUNCTIONS, NameAllocator
 from toolchain.env import KERNELS_RS
 
@@ -36,3 +40,27 @@ def test_a_value_named_like_a_function_takes_another_name() -> None:
     names = NameAllocator()
     assert names.fresh("ftoi") != "ftoi"
     assert names.fresh("x") == "x"
+
+
+def test_a_generic_is_named_as_the_source_names_its_constant() -> None:
+    assert generic_name("block_n") == "block_n" and generic_name("TILE_N") == "TILE_N"
+    assert generic_name("blockN") == "blockN"
+    # A Rust keyword, or a name the module uses already, takes a trailing `_`.
+    assert generic_name("type") == "type_" and generic_name("E") == "E_"
+    assert generic_name("exp") == "exp_"
+    # A launch fact's generic is the writer's own name, upper case: `X_ALIGN`.
+    assert fact_stem("x") == "X"
+
+
+def test_a_variable_never_takes_a_generic_name() -> None:
+    names = NameAllocator({"block_n"})
+    assert names.fresh("block_n") == "block_n_1"
+
+
+def test_an_entry_with_a_lower_case_generic_allows_it() -> None:
+    lifted = LiftedKernel("k", [], [])
+    lower = render_entry(EntryCode("k", lifted, [GenericParam("block_n", "const")]))
+    assert "non_upper_case_globals" in "\n".join(lower)
+    assert "const block_n: i32" in "\n".join(lower)
+    upper = render_entry(EntryCode("k", lifted, [GenericParam("TILE", "const")]))
+    assert "non_upper_case_globals" not in "\n".join(upper)

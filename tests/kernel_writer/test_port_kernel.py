@@ -100,10 +100,12 @@ def test_a_number_the_kernel_derives_from_constants_is_a_generic_of_its_own(
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert all(c.sass_identical for c in report.checks)
     derived = {g.name: g.source for g in report.generics if g.kind == "derived"}
-    assert derived == {"TILES": "(N + TILE - 1) // TILE"}
+    assert derived == {"tiles": "(N + TILE - 1) // TILE"}  # the local's own name
     assert not report.literal_entries
     kernel = (tmp_path / KERNEL_FILE).read_text()
-    assert "const TILES: i32" in kernel and "generic_value::<TILES>()" in kernel
+    assert "const tiles: i32" in kernel and "generic_value::<tiles>()" in kernel
+    # No variable of the body takes the generic's name (a `let` may not shadow it).
+    assert "let tiles:" not in kernel
     args = {c.config: c.generic_args for c in report.checks}
     # The width 200 takes four tiles of 64; 70 takes two.
     assert "4" in args["partial__partial_f32"] and "2" in args["partial__partial_f16"]

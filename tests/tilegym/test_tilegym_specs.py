@@ -125,8 +125,8 @@ def test_what_an_entry_generic_only_in_n_holds_is_checked_at_launch(tmp_path: Pa
         preconditions=(),
     )
     derived = {
-        "NUM_TILES": "cdiv(N, TILE_SIZE)",
-        "CHECK_BOUND": "cdiv(N, TILE_SIZE) * TILE_SIZE != N",  # the variant's condition
+        "num_tiles": "cdiv(N, TILE_SIZE)",
+        "check_bound": "cdiv(N, TILE_SIZE) * TILE_SIZE != N",  # the variant's condition
     }
     assert held_values(spec, binding, derived) == (
         ("EPS", 1e-05),
@@ -139,7 +139,7 @@ def test_what_an_entry_generic_only_in_n_holds_is_checked_at_launch(tmp_path: Pa
     tile = GenericRule("TILE_SIZE", "constant", constant="TILE_SIZE", const_type="i32")
     tiled = replace(binding, generics=(*binding.generics, tile))
     assert held_values(spec, tiled, derived)[2:] == (("cdiv(N, TILE_SIZE)", 1),)
-    trips = GenericRule("NUM_TILES", "derived", expression="cdiv(N, TILE_SIZE)")
+    trips = GenericRule("num_tiles", "derived", expression="cdiv(N, TILE_SIZE)")
     counted = replace(tiled, generics=(*tiled.generics, trips))
     assert held_values(spec, counted, derived) == (("EPS", 1e-05), ("OFFSET", 0.0))
 
@@ -154,7 +154,7 @@ def test_the_bounds_checked_gather_is_generic_in_its_tile_and_trip_count(tmp_pat
     report = port_kernel(path, tmp_path / "port")
     assert report.verdict is KernelWriterVerdict.COMPILED, report.summary
     assert report.literal_entries == []
-    assert {"N", "TILE_SIZE", "NUM_TILES"} <= {g.name for g in report.generics}
+    assert {"N", "TILE_SIZE", "num_tiles"} <= {g.name for g in report.generics}
 
 
 @pytest.mark.slow
