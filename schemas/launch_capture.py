@@ -14,8 +14,11 @@ which raises `LaunchRecordError` (a `ValueError` with `.path`, `.line`,
 `.reason`) at the first line that is not a record. `record.args` holds one
 `TensorArg` / `IntArg` / `FloatArg` / `BoolArg` / `SequenceArg` (kind list or
 tuple, with `items`) / `OtherArg` per name of `record.params`; `grid` is always
-three extents; `symbol`, `hints`, `hints_by_target` and tensors' `min`/`max` are
-None in records that predate them.
+three extents; `symbol`, `hints`, `hints_by_target` and tensors' `min`/`max` and
+`values` are None in records that predate them. An integer or bool tensor small
+enough (`toolchain.launch_hook.MAX_RECORDED_VALUES` elements) carries its values,
+row-major, so that a spec can give the kernel the same indices (a permutation,
+sorted unique ids) rather than random ones.
 """
 
 from __future__ import annotations
@@ -90,6 +93,13 @@ class CapturedLaunch(_Strict):
 # -- launch records: one JSON line per distinct launch (`tileport capture`) -----------
 
 
+# The dtypes whose tensors may carry their values (`TensorArg.values`).
+INTEGER_DTYPES = frozenset(
+    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+)
+VALUE_DTYPES = INTEGER_DTYPES | {"bool"}
+
+
 class TensorArg(_Strict):
     kind: Literal["tensor"]
     dtype: str = Field(min_length=1, description="torch's name without `torch.`: float16, int32.")
@@ -99,6 +109,11 @@ class TensorArg(_Strict):
     contig: bool = Field(description="Row-major contiguous.")
     min: StrictInt | None = Field(None, description="Integer tensors: smallest value at launch.")
     max: StrictInt | None = Field(None, description="Integer tensors: largest value at launch.")
+    values: list[StrictInt | StrictBool] | None = Field(
+        None,
+        description="Small integer and bool tensors: every value at launch, row-major "
+        "(integers for integer dtypes, booleans for bool).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -108,7 +123,27 @@ class TensorArg(_Strict):
             raise ValueError("min and max come together")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min {self.min} > max {self.max}")
+        if self.values is not None:
+            self._check_values(self.values)
         return self
+
+    def _check_values(self, values: list[int | bool]) -> None:
+        if self.dtype not in VALUE_DTYPES:
+            raise ValueError(f"values are recorded for integer and bool tensors, not {self.dtype}")
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        if len(values) != count:
+            raise ValueError(f"{len(values)} values for shape {self.shape} ({count} elements)")
+        boolean = self.dtype == "bool"
+        if any(isinstance(value, bool) != boolean for value in values):
+            kind = "booleans" if boolean else "integers"
+            raise ValueError(f"the values of a {self.dtype} tensor are {kind}")
+        if values and self.min is not None and (self.min, self.max) != (min(values), max(values)):
+            raise ValueError(
+                f"min {self.min} and max {self.max} disagree with the values "
+                f"({min(values)}, {max(values)})"
+            )
 
 
 class IntArg(_Strict):

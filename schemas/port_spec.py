@@ -371,6 +371,15 @@ class ProducerLaunch(_Strict):
     arguments: list[ProducerArgument] = Field(description="In the kernel's parameter order.")
 
 
+# An input array's fixed values (`Config.values`): integers, or booleans for a bool array.
+ArrayValues = list[int] | list[bool]
+# The range of each integer dtype, for fixed values.
+INTEGER_RANGES: Final[dict[str, tuple[int, int]]] = {
+    **{f"int{bits}": (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for bits in (8, 16, 32, 64)},
+    **{f"uint{bits}": (0, 2**bits - 1) for bits in (8, 16, 32, 64)},
+}
+
+
 class Config(_Strict):
     """A concrete launch: the dimension sizes, dtypes and bindings of one call."""
 
@@ -406,6 +415,14 @@ class Config(_Strict):
         default_factory=list,
         description="Launches of the operator's earlier kernels that make this "
         "configuration's inputs, run in order before each case.",
+    )
+    values: dict[str, ArrayValues] = Field(
+        default_factory=dict,
+        description="Fixed values of input arrays by name, row-major over the array's "
+        "shape (as a launch recorded them): the correctness harness gives the reference "
+        "and the port exactly these instead of drawing the array, for indices whose "
+        "values mean something (a permutation, sorted unique ids, per-expert offsets). "
+        "Integer (integers) and bool (booleans) arrays only, one value per element.",
     )
     description: str = Field("", description="Free text for readers.")
 
@@ -519,6 +536,9 @@ class ResolvedConfig(_Strict):
     grid: tuple[int, int, int]
     hints: Hints | None
     producers: list[ProducerLaunch] = Field(default_factory=list)
+    values: dict[str, ArrayValues] = Field(
+        default_factory=dict, description="Input arrays' fixed values, row-major."
+    )
 
     def argument(self, name: str) -> bool | int | float:
         """What a launcher parameter `name` receives: a scalar's value, or a constant's
@@ -670,6 +690,14 @@ class PortSpec(_Strict):
             self._check_known(config.array_dtypes, self.arrays, where)
             self._check_known(config.strides, self.arrays, where)
             self._check_known(config.storage_offsets, self.arrays, where)
+            self._check_known(config.values, self.arrays, where)
+            for name in config.values:
+                valued = self.arrays[name]
+                if valued.role == "out" or valued.list_length is not None:
+                    raise ValueError(
+                        f"{where}: values are given for {name!r}, which is not an input "
+                        "array (an output, or a list of arrays)"
+                    )
             for producer in config.producers:
                 for argument in producer.arguments:
                     array = self.arrays.get(argument.array or "")
@@ -755,6 +783,10 @@ class PortSpec(_Strict):
             grid=(grid[0], grid[1], grid[2]),
             hints=variant.hints,
             producers=list(config.producers),
+            values={
+                name: _fixed_values(name, arrays[name], given)
+                for name, given in config.values.items()
+            },
         )
 
     def _resolve_constants(
@@ -833,6 +865,31 @@ def _as_constant(name: str, kind: str, value: Value) -> bool | int | float:
     if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise ExprError(f"constant {name!r} is declared {kind} but got {value!r}")
+
+
+def _fixed_values(name: str, array: ResolvedArray, values: ArrayValues) -> ArrayValues:
+    """`values` checked against the array they fill: one per element, each of its dtype."""
+    count = 1
+    for extent in array.shape:
+        count *= extent
+    if len(values) != count:
+        raise ExprError(
+            f"array {name!r}: {len(values)} values for shape {array.shape} ({count} elements)"
+        )
+    if array.dtype == "bool":
+        if not all(isinstance(value, bool) for value in values):
+            raise ExprError(f"array {name!r} is bool: its values are true or false")
+        return values
+    bounds = INTEGER_RANGES.get(array.dtype)
+    if bounds is None:
+        raise ExprError(
+            f"array {name!r} is {array.dtype}: values are given for integer and bool arrays"
+        )
+    low, high = bounds
+    wrong = [v for v in values if isinstance(v, bool) or not low <= v <= high]
+    if wrong:
+        raise ExprError(f"array {name!r}: {wrong[0]!r} is not a value of {array.dtype}")
+    return values
 
 
 def _layout_strides(shape: list[int], memory_order: list[int] | None) -> list[int]:

@@ -11,9 +11,9 @@ as TileGym's experimental wrapper, saves the recorder), and wraps
 `kernel._compile` to learn the entry symbol each specialisation compiled to.
 Each distinct launch goes as one JSON line to a file of its own process in that
 folder; the parent merges them. A launch is described before it is forwarded
-(integer tensors' value ranges are read then, on the launch's stream), then
-forwarded unchanged; the recorder's own failures never reach the caller and are
-reported on stderr once per process.
+(integer tensors' value ranges, and the values of small integer and bool tensors,
+are read then, on the launch's stream), then forwarded unchanged; the recorder's
+own failures never reach the caller and are reported on stderr once per process.
 """
 
 from __future__ import annotations
@@ -42,6 +42,13 @@ TARGET_MODULE = "cuda.tile"
 INTEGER_DTYPES = frozenset(
     {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 )
+# An integer or bool tensor of at most this many elements has its values recorded
+# (`values`): index arrays whose values mean something (a permutation, sorted unique
+# ids, per-expert offsets) are small in a test, and a spec gives them back to the
+# kernel as they were. A larger integer tensor keeps its range (`min`, `max`) only,
+# and so does a uint64 one (its values travel as int64, which not all of them fit).
+MAX_RECORDED_VALUES = 4096
+VALUE_DTYPES = (INTEGER_DTYPES - {"uint64"}) | {"bool"}
 # cuTile Python's hint names and the Tile IR attribute each becomes.
 HINT_IR_NAMES = {
     "num_ctas": "num_cta_in_cga",
@@ -256,12 +263,14 @@ def _row_major(shape: list[int]) -> list[int]:
     return strides
 
 
-# -- integer tensors' value ranges ------------------------------------------------
+# -- integer tensors' value ranges and small index arrays' values ------------------
 
 
 def _read_ranges(stream: Any, args: Sequence[Any], described: list[dict[str, Any]]) -> None:
-    """Set `min`/`max` on every non-empty integer tensor (lists' items too)."""
-    pairs: list[tuple[Any, dict[str, Any]]] = []
+    """Set `min`/`max` on every non-empty integer tensor and `values` on every
+    non-empty integer or bool tensor of at most MAX_RECORDED_VALUES elements (lists'
+    items too)."""
+    wanted: list[tuple[Any, dict[str, Any], bool, bool]] = []
 
     def collect(value: Any, entry: dict[str, Any]) -> None:
         if entry["kind"] in ("list", "tuple"):
@@ -269,28 +278,48 @@ def _read_ranges(stream: Any, args: Sequence[Any], described: list[dict[str, Any
                 collect(item, sub)
         elif (
             entry["kind"] == "tensor"
-            and entry["dtype"] in INTEGER_DTYPES
+            and entry["dtype"] in INTEGER_DTYPES | VALUE_DTYPES
             and all(extent > 0 for extent in entry["shape"])
         ):
-            pairs.append((value, entry))
+            ranged = entry["dtype"] in INTEGER_DTYPES
+            valued = (
+                entry["dtype"] in VALUE_DTYPES and _elements(entry["shape"]) <= MAX_RECORDED_VALUES
+            )
+            if ranged or valued:
+                wanted.append((value, entry, ranged, valued))
 
     for value, entry in zip(args, described, strict=True):
         collect(value, entry)
-    if not pairs:
+    if not wanted:
         return
     torch = sys.modules.get("torch")
-    if torch is not None and all(isinstance(value, torch.Tensor) for value, _ in pairs):
-        ranges = _torch_ranges(torch, stream, [value for value, _ in pairs])
+    reads = [(value, ranged, valued) for value, _, ranged, valued in wanted]
+    if torch is not None and all(isinstance(value, torch.Tensor) for value, _, _ in reads):
+        found = _torch_reads(torch, stream, reads)
     else:
-        ranges = [_duck_range(value) for value, _ in pairs]
-    for (_, entry), bounds in zip(pairs, ranges, strict=True):
+        found = [_duck_reads(*read) for read in reads]
+    for (_, entry, _, _), (bounds, values) in zip(wanted, found, strict=True):
         if bounds is not None:
             entry["min"], entry["max"] = bounds
+        if values is not None and len(values) == _elements(entry["shape"]):
+            boolean = entry["dtype"] == "bool"
+            entry["values"] = [bool(v) if boolean else int(v) for v in values]
 
 
-def _torch_ranges(torch: Any, stream: Any, tensors: list[Any]) -> list[tuple[int, int] | None]:
-    """One reduction per tensor and one copy to the host for all, on the launch's
-    stream; nothing while that stream is being captured into a CUDA graph."""
+def _elements(shape: list[int]) -> int:
+    count = 1
+    for extent in shape:
+        count *= extent
+    return count
+
+
+Read = tuple[tuple[int, int] | None, list[Any] | None]
+
+
+def _torch_reads(torch: Any, stream: Any, reads: list[tuple[Any, bool, bool]]) -> list[Read]:
+    """Per tensor its range (one reduction) and, where asked, its values, with one
+    copy to the host for all, on the launch's stream; nothing while that stream is
+    being captured into a CUDA graph."""
     if isinstance(stream, torch.cuda.Stream):
         context = torch.cuda.stream(stream)
     elif isinstance(stream, int) and stream:
@@ -299,17 +328,46 @@ def _torch_ranges(torch: Any, stream: Any, tensors: list[Any]) -> list[tuple[int
         context = torch.cuda.stream(torch.cuda.current_stream())
     with context:
         if torch.cuda.is_current_stream_capturing():
-            return [None] * len(tensors)
-        parts = [torch.stack(torch.aminmax(t)).to(torch.int64) for t in tensors]
+            return [(None, None)] * len(reads)
+        parts = []
+        for tensor, ranged, valued in reads:
+            if ranged:
+                parts.append(torch.stack(torch.aminmax(tensor)).to(torch.int64))
+            if valued:
+                parts.append(tensor.reshape(-1).to(torch.int64))
         flat = torch.cat(parts).tolist()
-    return [(int(flat[2 * i]), int(flat[2 * i + 1])) for i in range(len(tensors))]
+    found: list[Read] = []
+    at = 0
+    for tensor, ranged, valued in reads:
+        bounds: tuple[int, int] | None = None
+        values: list[Any] | None = None
+        if ranged:
+            bounds = (int(flat[at]), int(flat[at + 1]))
+            at += 2
+        if valued:
+            count = int(tensor.numel())
+            values = flat[at : at + count]
+            at += count
+        found.append((bounds, values))
+    return found
 
 
-def _duck_range(value: Any) -> tuple[int, int] | None:
+def _duck_reads(value: Any, ranged: bool, valued: bool) -> Read:
+    """The range and values of an array that is not a torch tensor, through its
+    `min`/`max` and `tolist` methods where it has them (nested lists flattened)."""
+    bounds: tuple[int, int] | None = None
     low, high = getattr(value, "min", None), getattr(value, "max", None)
-    if callable(low) and callable(high):
-        return int(low()), int(high())
-    return None
+    if ranged and callable(low) and callable(high):
+        bounds = (int(low()), int(high()))
+    to_list = getattr(value, "tolist", None)
+    values = _flattened(to_list()) if valued and callable(to_list) else None
+    return bounds, values
+
+
+def _flattened(value: Any) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        return [value]
+    return [item for part in value for item in _flattened(part)]
 
 
 # -- hints and the entry symbol ---------------------------------------------------

@@ -1,7 +1,9 @@
 """Arrays for one configuration, and the comparison of outputs with the reference.
 
 Runs on the GPU host (torch is imported by the caller and passed in). Inputs
-are drawn fresh per seed as the spec's `init` says; every output is poisoned
+are drawn fresh per seed as the spec's `init` says, except those whose values
+the configuration fixes (`values`: recorded indices such as a permutation),
+which both sides receive exactly as given; every output is poisoned
 (NaN for floats, the dtype's maximum for integers) before a launch, so an
 element the kernel never writes shows up as non-finite or wrong. Arrays with
 explicit strides or storage offsets are views into a larger allocation, as a
@@ -151,9 +153,10 @@ def make_arrays(
     device: Any,
     prepare: Callable[[dict[str, Any]], None] | None = None,
 ) -> CaseArrays:
-    """The configuration's arrays under `seed`: inputs drawn as the spec's `init` says
-    (then handed to `prepare`, which runs the configuration's producer launches on
-    them), outputs poisoned, one per side; an inout array is copied per side after."""
+    """The configuration's arrays under `seed`: inputs drawn as the spec's `init` says,
+    or given the configuration's fixed `values` (then handed to `prepare`, which runs
+    the configuration's producer launches on them), outputs poisoned, one per side; an
+    inout array is copied per side after."""
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     env: dict[str, Any] = {
@@ -170,7 +173,8 @@ def make_arrays(
             for side in (port_outputs, kernel_outputs):
                 side[name] = _tensors(torch, spec, name, array, env, generator, device, True)
         else:
-            drawn[name] = _tensors(torch, spec, name, array, env, generator, device, False)
+            fixed = resolved.values.get(name)
+            drawn[name] = _tensors(torch, spec, name, array, env, generator, device, False, fixed)
     if prepare is not None:
         prepare(drawn)
     inputs: dict[str, Any] = {}
@@ -193,14 +197,19 @@ def _tensors(
     generator: Any,
     device: Any,
     poisoned: bool,
+    fixed: list[int] | list[bool] | None = None,
 ) -> Any:
-    """The array's tensor, or a list's `list_length` of them, each poisoned (an output)
-    or drawn on its own as the spec's `init` says."""
+    """The array's tensor, or a list's `list_length` of them, each poisoned (an output),
+    filled with the configuration's `fixed` values (row-major), or drawn on its own as
+    the spec's `init` says."""
     elements = []
     for _ in range(1 if array.list_length is None else array.list_length):
         tensor = _strided(torch, array, device)
         if poisoned:
             poison(torch, tensor)
+        elif fixed is not None:
+            given = torch.tensor(fixed, dtype=torch_dtype(torch, array.dtype), device=device)
+            tensor.copy_(given.reshape(tuple(array.shape)))
         else:
             _fill(torch, tensor, spec, name, array.dtype, env, generator)
         elements.append(tensor)

@@ -14,7 +14,8 @@ recorded ones lack:
   every row-major stride fact) takes its weakest value. The constants a rule
   derives from the extents follow them (`Rederive`: gelu's N_ELEMENTS is x's
   length), the others keep the source configuration's values; not where the
-  configuration fixes strides or producers, which follow the recorded shapes.
+  configuration fixes strides, producers or input values, which follow the
+  recorded shapes.
   Where a variant's condition holds only for aligned values of some extent (the
   rows of an RMS norm fill their tiles), one configuration per extent made odd
   alone stands in for it (`ragged_extent`), each kept if it stays in the variant,
@@ -27,7 +28,8 @@ recorded ones lack:
   variant and extent symbol, a variant of its own (`UnitVariant`: the variant's
   condition and that extent being 1, dispatched first) with each configuration the
   variant kept, that extent made 1, so the one-row or one-column launch runs a
-  proven entry, not the dynamic one compiled for other extents.
+  proven entry, not the dynamic one compiled for other extents. Not from a
+  configuration that fixes input values (`_reshapable`).
 
 The kernel writer proves the port on them as on any configuration; what varies
 becomes a generic (the element type `E`, fact generics like `X_SHAPE_0_DIV`).
@@ -99,6 +101,18 @@ def _layout_free(config: dict[str, Any]) -> bool:
     return not (config.get("strides") or config.get("producers"))
 
 
+def _reshapable(config: dict[str, Any]) -> bool:
+    """Whether the configuration's extents may change: it leaves its layout and inputs
+    to the spec and fixes no input's values. Recorded values (a permutation of the
+    rows, ids below another array's extent) hold for the recorded shapes only: cut
+    to other extents, they would no longer be one value per element, nor be
+    indices in range or free of duplicates, and random ones in their place make the
+    reference race on duplicate targets, so that no port could pass. Such a
+    configuration gets no ragged or unit class (the dtype and unaligned classes,
+    which keep its shapes, keep its values)."""
+    return _layout_free(config) and not config.get("values")
+
+
 def class_configs(
     configs: Sequence[dict[str, Any]],
     variants: Sequence[str],
@@ -145,7 +159,7 @@ def class_configs(
             add(shifted, config["name"], "unaligned", "unaligned")
         dims = config.get("dims", {})
         odd = {name: _odd(value) for name, value in dims.items()}
-        if variant in raggeds or not _layout_free(config) or not ragged(odd):
+        if variant in raggeds or not _reshapable(config) or not ragged(odd):
             continue
         raggeds.add(variant)
         moved = [name for name, value in odd.items() if value != dims[name]]
@@ -203,16 +217,16 @@ def unit_configs(
     rederive: Rederive,
     taken: set[str],
 ) -> tuple[list[ClassConfig], list[UnitVariant]]:
-    """For each configuration (`variants[i]` its variant) that leaves its layout to the
-    spec, one per extent symbol above 1 with that extent made 1 (constants
-    rederived), bound for that extent's unit variant; the same launch reached from
-    two configurations is added once. `taken`: the names already used. Returns the
-    configurations and their unit variants, in order."""
+    """For each configuration (`variants[i]` its variant) that leaves its layout and
+    inputs to the spec (`_reshapable`), one per extent symbol above 1 with that extent
+    made 1 (constants rederived), bound for that extent's unit variant; the same
+    launch reached from two configurations is added once. `taken`: the names already
+    used. Returns the configurations and their unit variants, in order."""
     added: list[ClassConfig] = []
     units: dict[str, UnitVariant] = {}
     seen: set[str] = set()
     for config, variant in zip(configs, variants, strict=True):
-        if config.get("producers") or not _layout_free(config):
+        if config.get("producers") or not _reshapable(config):
             continue
         dims = config.get("dims", {})
         for symbol, value in dims.items():

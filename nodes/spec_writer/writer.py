@@ -15,7 +15,8 @@ written beside the others in the output folder:
   constants a first port's entries were specialised to), up to 96; then, up to
   32 in all, dtypes and launch-fact patterns, ragged shapes first, with the
   recorded strides and misalignment; perf configurations from the largest
-  records;
+  records; each gives its input arrays the values its record holds (small
+  integer and bool tensors: `values`), so indices keep their meaning;
 - the reference kernel itself as the correctness oracle.
 
 Every spec is validated by loading it back.
@@ -709,6 +710,7 @@ class KernelSpec:
             self.config(r, f"perf{i}_{self.config_dtype(r)}") for i, r in enumerate(perf)
         ]
         self._add_producers([*tests, *perf], [*configs, *perf_configs], reads)
+        self._add_values([*tests, *perf], [*configs, *perf_configs], roles)
         self.added = (
             class_configs(
                 configs,
@@ -769,6 +771,31 @@ class KernelSpec:
             return
         for config, launches in zip(configs, found, strict=True):
             config["producers"] = launches
+
+    def _add_values(
+        self, records: list[LaunchRecord], configs: list[dict[str, Any]], roles: dict[str, Role]
+    ) -> None:
+        """Each configuration's fixed input values: those its record holds for an input
+        array (`TensorArg.values`, small integer and bool tensors). An index array whose
+        values mean something (a permutation, sorted unique ids, per-expert offsets) is
+        then given them, not random integers the reference itself races on (duplicate
+        targets) or reads out of range. Not an array a producer launch takes: the
+        producers make it from the drawn arrays, as the operator does; not a list."""
+        for record, config in zip(records, configs, strict=True):
+            taken = {
+                argument["array"]
+                for launch in config.get("producers", [])
+                for argument in launch["arguments"]
+                if "array" in argument
+            }
+            values = {
+                name: _FlowList(tensor.values)
+                for name in self.arrays
+                if roles[name] != "out" and name not in self.lists and name not in taken
+                if (tensor := self.tensor(record, name)).values is not None
+            }
+            if values:
+                config["values"] = values
 
     def _scalars(self) -> dict[str, Any]:
         kinds = {"int": "int32", "float": "float32", "bool": "bool"}
@@ -1222,9 +1249,24 @@ def _reference_compiles(
     return {n for n in names if exports([n])}
 
 
+class _FlowList(list[Any]):
+    """A list the spec writes on one line (`[3, 0, 2, 1]`), as an array's values."""
+
+
+class _SpecDumper(yaml.SafeDumper):
+    pass
+
+
+def _flow_list(dumper: yaml.SafeDumper, values: _FlowList) -> yaml.SequenceNode:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", values, flow_style=True)
+
+
+_SpecDumper.add_representer(_FlowList, _flow_list)
+
+
 def _yaml(data: dict[str, Any], launches: KernelLaunches) -> str:
     header = (
         f"# Port spec of {launches.kernel} ({launches.file}), written by `tileport specs` from "
         f"{len(launches.records)} recorded launch(es).\n"
     )
-    return header + yaml.safe_dump(data, sort_keys=False, width=100)
+    return header + yaml.dump(data, Dumper=_SpecDumper, sort_keys=False, width=100)

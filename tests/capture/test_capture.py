@@ -17,12 +17,14 @@ from schemas.launch_capture import (
     read_launch_records,
 )
 from toolchain.launch_capture import CaptureError, command_python, run_capture
+from toolchain.launch_hook import MAX_RECORDED_VALUES
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 FAKE_SITE = HERE / "fake_site"
 BROKEN_SITE = HERE / "broken_site"
 SCRIPT = HERE / "scripts" / "launches.py"
+INDEX_SCRIPT = HERE / "scripts" / "index_values.py"
 # TileGym's launches as recorded before `tileport capture` existed, kept beside the
 # checkout (TILEPORT_TILEGYM_LAUNCHES names their folder, as for tests/tilegym/).
 SHARED_LAUNCHES = (
@@ -84,6 +86,41 @@ def test_records_every_path_and_process(fake_cuda_tile: None, tmp_path: Path) ->
     # The pytest id the launches ran under, without its phase.
     expected = os.environ["PYTEST_CURRENT_TEST"].rsplit(" (", 1)[0]
     assert {r.test for r in records} == {expected}
+
+
+def test_small_index_arrays_carry_their_values(fake_cuda_tile: None, tmp_path: Path) -> None:
+    out = tmp_path / "launches.jsonl"
+    summary = run_capture([sys.executable, str(INDEX_SCRIPT)], out)
+    assert summary.exit_code == 0 and summary.failures == 0
+    small, large = read_launch_records(out)
+    x, index, keep, _ = small.args
+    # A small integer tensor: its values, row-major, beside its range.
+    assert isinstance(index, TensorArg) and index.values == [6, 0, 3, 5]
+    assert (index.min, index.max) == (0, 6)
+    # A bool tensor: its values as booleans, no range; a float tensor: neither.
+    assert isinstance(keep, TensorArg) and keep.values == [True, False, True, True]
+    assert keep.min is None
+    assert isinstance(x, TensorArg) and x.values is None and x.min is None
+    # Above the bound, an integer tensor keeps its range only.
+    big = large.args[1]
+    assert isinstance(big, TensorArg) and big.shape[0] > MAX_RECORDED_VALUES
+    assert big.values is None and (big.min, big.max) == (0, big.shape[0] - 1)
+
+
+def test_recorded_values_are_validated() -> None:
+    base = {"kind": "tensor", "dtype": "int32", "shape": [2, 2], "stride": [2, 1]}
+    base |= {"align16": True, "contig": True}
+    assert TensorArg.model_validate({**base, "values": [3, 0, 1, 2]}).values == [3, 0, 1, 2]
+    assert TensorArg.model_validate(base).values is None  # records before it: still valid
+    for change, reason in [
+        ({"values": [0, 1, 2]}, "3 values for shape"),
+        ({"dtype": "float32", "values": [0, 1, 2, 3]}, "not float32"),
+        ({"values": [0, 1, True, 3]}, "are integers"),
+        ({"dtype": "bool", "values": [0, 1, 1, 0]}, "are booleans"),
+        ({"values": [0, 1, 2, 3], "min": 0, "max": 4}, "disagree with the values"),
+    ]:
+        with pytest.raises(ValueError, match=reason):
+            TensorArg.model_validate({**base, **change})
 
 
 def test_recorder_failure_is_reported_once_and_the_call_still_runs(

@@ -89,6 +89,12 @@ PATTERNS = {
         ["GatherScatterView<f32, { [ROWS, WIDTH] }, 0>", "(rows, tile_to_scalar::<i32, i32>(cst))"],
         {"sm_90", "sm_100"},
     ),
+    "scatter_rows_by_index": (
+        "`ct.store_advanced_indexing` of row tiles to the rows a sorted, unique index "
+        "names, its configurations giving the index as a launch recorded it (`values`)",
+        ["GatherScatterView<f32, { [ROWS, WIDTH] }, 0>", "store_view_raw(\n" + 12 * " " + "&out_"],
+        {"sm_90", "sm_100"},
+    ),
     "tile_accumulate": (
         "a tiled view's `atomic_store_add` (atomic_red_view_tko)",
         ["atomic_red_view_raw(", "atomic::AddF"],

@@ -294,3 +294,41 @@ def test_dtypes_no_port_can_have_are_refused_with_why(dtype: str, reason: str) -
     assert set(found) == {"arrays.q.dtypes[0]", f"tolerances.{dtype}"}
     assert all(message.startswith(f"{dtype} is not a spec dtype") for message in found.values())
     assert all(reason in message for message in found.values())
+
+
+def _with_index(values: dict[str, Any]) -> dict[str, Any]:
+    """BASE with an int32 index and a bool mask over x's rows, the first
+    configuration (M = 37) giving `values`."""
+    data = spec_with()
+    data["arrays"]["idx"] = {"rank": 1, "shape": ["M"], "dtypes": ["int32"], "role": "in"}
+    data["arrays"]["keep"] = {"rank": 1, "shape": ["M"], "dtypes": ["bool"], "role": "in"}
+    data["test_configs"][0]["values"] = values
+    return data
+
+
+def test_fixed_values_resolve_with_their_configuration() -> None:
+    permutation = list(reversed(range(37)))
+    mask = [row % 3 == 0 for row in range(37)]
+    spec = parse_port_spec(_with_index({"idx": permutation, "keep": mask}), Path("rowop.port.yaml"))
+    ragged, long = (spec.resolve(c, "test") for c in spec.test_configs)
+    assert ragged.values == {"idx": permutation, "keep": mask}
+    assert long.values == {}  # another configuration draws its arrays
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"idx": list(range(36))}, "36 values for shape [37] (37 elements)"),
+        ({"x": [0] * 37 * 1000}, "is float32: values are given for integer and bool arrays"),
+        ({"y": [0] * 37}, "'y', which is not an input array"),
+        ({"z": [0] * 37}, "binds undeclared name(s) ['z']"),
+        ({"idx": [2**31, *range(36)]}, "2147483648 is not a value of int32"),
+        ({"keep": [1] * 37}, "is bool: its values are true or false"),
+        ({"idx": [True] * 37}, "True is not a value of int32"),
+    ],
+)
+def test_fixed_values_that_do_not_fit_their_array_are_refused(
+    values: dict[str, Any], message: str
+) -> None:
+    text = " | ".join(m for _, m in problems(_with_index(values)))
+    assert message in text, text

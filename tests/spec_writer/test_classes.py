@@ -304,3 +304,25 @@ def test_keep_serving_holds_a_unit_configuration_to_its_unit_variant(tmp_path: A
     kept, dropped = keep_serving(spec, [unit, stray], lambda configs: {c.name for c in configs})
     assert [k.config["name"] for k in kept] == ["u"]
     assert dropped == ["w: dispatches to variant v0, not v0_x_0_1"]
+
+
+def test_recorded_values_keep_their_shapes() -> None:
+    # The recorded values hold for the recorded shapes only (one per element, indices
+    # in range, no duplicates): the dtype and unaligned classes, which keep the
+    # shapes, keep them; no ragged, half-aligned or unit class is made from it.
+    permutation = [3, 0, 2, 1]
+    valued = {
+        **_config("t0_float16", "float16", X_0=64, IDX_0=4),
+        "array_dtypes": {"idx": "int32"},
+        "values": {"idx": permutation},
+    }
+    added = class_configs([valued], ["v0"], _keep, ["x", "idx"])
+    assert {a.kind for a in added} == {"dtype", "unaligned"}
+    assert all(a.config["dims"] == valued["dims"] for a in added)
+    assert all(a.config["values"] == {"idx": permutation} for a in added)
+    units, variants = unit_configs([valued], ["v0"], _keep, {"t0_float16"})
+    assert units == [] and variants == []
+    # The same configuration without values gets its ragged and unit classes.
+    free = {k: v for k, v in valued.items() if k != "values"}
+    assert "ragged" in {a.kind for a in class_configs([free], ["v0"], _keep, ["x", "idx"])}
+    assert unit_configs([free], ["v0"], _keep, {"t0_float16"})[0]

@@ -18,7 +18,7 @@ from app.cli import build_parser
 from nodes.spec_writer.grid import grid_expression
 from nodes.spec_writer.writer import parse_hints, write_specs
 from schemas.exit_codes import ExitCode
-from schemas.launch_capture import LaunchRecord
+from schemas.launch_capture import LaunchRecord, TensorArg
 from schemas.port_spec import kernel_parameter_order, load_port_spec, spec_relative
 from toolchain.reference_export import export_from_spec
 
@@ -196,6 +196,53 @@ def test_widened_integers_are_generic_candidates_not_variants(
     assert {v.when for v in spec.variants} == {"(SCALE == True)", "(SCALE == False)"}
     recorded = [c for c in spec.test_configs if not c.name.endswith(("_ragged", "bfloat16"))]
     assert {c.constants["BLOCK"] for c in recorded} == {64, 128, 256}
+
+
+def with_index_values(launch: LaunchRecord) -> LaunchRecord:
+    """`launch` with its index recorded as `tileport capture` records a small one: a
+    permutation of the rows (the reverse order), beside its range."""
+    index = launch.args[1].model_copy(update={"values": list(reversed(range(len_of(launch))))})
+    return launch.model_copy(update={"args": [launch.args[0], index, *launch.args[2:]]})
+
+
+def len_of(launch: LaunchRecord) -> int:
+    index = launch.args[1]
+    assert isinstance(index, TensorArg)
+    return index.shape[0]
+
+
+def test_recorded_values_become_the_configurations_inputs(library: Path, tmp_path: Path) -> None:
+    # The aligned record carries its index's values, the ragged one (the other variant)
+    # only its range.
+    aligned, ragged = RECORDS[1], RECORDS[2]
+    records = [with_index_values(aligned), ragged]
+    written, problems = write_specs(records, library, tmp_path / "specs", widen=True)
+    assert problems == []
+    # Not tried and dropped: never made (a ragged class would get 4096 values for 4095).
+    assert not [reason for reason in written[0].dropped_classes if "values" in reason]
+    assert "idx: [4095, 4094, 4093," in written[0].path.read_text()  # one line, not 4096
+    spec = load_port_spec(written[0].path)
+    index = with_index_values(aligned).args[1]
+    assert isinstance(index, TensorArg) and index.values is not None
+    seen: dict[int, list[str]] = {}
+    for config in spec.test_configs:
+        rows = config.dims["X_0"]
+        seen.setdefault(rows, []).append(config.name)
+        # What the harness gives the arrays: exactly the recorded values where the
+        # record has them (the dtype and unaligned classes, which keep the shapes,
+        # included); drawn elsewhere.
+        values = spec.resolve(config, "test").values
+        assert values == ({"idx": index.values} if rows == 4096 else {}), config.name
+    # No ragged (or half-aligned) class is made from the configuration with values:
+    # its values hold for its shapes only.
+    assert set(seen) == {4096, 777}
+    assert {n.rpartition("_")[2] for n in seen[4096]} >= {"float16", "bfloat16", "unaligned"}
+    # Without values, the same record gets its ragged class (4095 rows).
+    plain, _ = write_specs([aligned, ragged], library, tmp_path / "plain", widen=True)
+    assert 4095 in {c.dims["X_0"] for c in load_port_spec(plain[0].path).test_configs}
+    # The range still gives the bounds of the arrays drawn.
+    init = spec.arrays["idx"].init
+    assert init is not None and (init.kind, init.low, init.high) == ("randint", 0, "X_0")
 
 
 def scale_record(rows: int, width: int, tile: int) -> LaunchRecord:

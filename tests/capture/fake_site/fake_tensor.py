@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 class FakeTensor:
-    def __init__(self, data: list[int] | list[float], dtype: str, address: int = 4096) -> None:
+    def __init__(
+        self, data: list[int] | list[float] | list[bool], dtype: str, address: int = 4096
+    ) -> None:
         self.data = data
         self.dtype = dtype
         self.shape = (len(data),)
@@ -27,3 +29,6 @@ class FakeTensor:
 
     def max(self) -> int:
         return int(max(self.data))
+
+    def tolist(self) -> list[int] | list[float] | list[bool]:
+        return list(self.data)
