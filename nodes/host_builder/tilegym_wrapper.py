@@ -106,15 +106,23 @@ class PortFfi:
             "        )",
             *(
                 [
-                    "    except KeyError:  # a dtype not met yet: its code, then the launch again",
-                    f"        _learn_dtype_codes({', '.join(t for t, _ in tensors)})",
-                    f"        return {self.kernel}(stream, grid, args)",
+                    "    except KeyError:  # a dtype not met yet",
+                    "        launch = None",
                 ]
                 if tensors
                 else []
             ),
             "    except struct.error as error:",
             f'        raise TypeError(f"{self.symbol}: {{error}}") from None',
+            *(
+                [
+                    "    if launch is None:  # its code, then the launch again",
+                    f"        _learn_dtype_codes({', '.join(t for t, _ in tensors)})",
+                    f"        return {self.kernel}(stream, grid, args)",
+                ]
+                if tensors
+                else []
+            ),
             f"    rc = _LIBRARY.{self.symbol}(launch)",
             "    if rc:",
             f'        check_rc(rc, "{self.symbol}")',

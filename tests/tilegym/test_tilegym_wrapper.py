@@ -201,7 +201,12 @@ def test_what_the_port_cannot_take_is_refused_before_the_symbol(tmp_path: Path) 
         recording.launch(x, 1.5, 0.5, y)
     with pytest.raises(ValueError, match="too many values"):
         recording.launch(x, 1, 0.5, y, grid=(1, 1, 1, 1))
-    # What the symbol refuses comes back as TileGym's check_rc says it.
+    # What the symbol refuses comes back as TileGym's check_rc says it, also on the
+    # first call of a dtype, without the dict's miss chained to it.
     recording.lib.next_rc = -6
     with pytest.raises(RuntimeError, match=r"cutile_k failed \(rc=-6\): invalid arguments"):
         recording.launch(x, 1, 0.5, y)
+    first = FakeTensor("bfloat16", (3, 5), (5, 1)), FakeTensor("float32", (5,), (1,))
+    with pytest.raises(RuntimeError, match=r"\(rc=-6\)") as refused:
+        recording.launch(first[0], 1, 0.5, first[1])
+    assert refused.value.__context__ is None
