@@ -130,6 +130,33 @@ def recover(
     return Recovery(out, used=ordered, moved_lines=moved)
 
 
+def confirms(
+    first: list[str],
+    check: list[str],
+    base_values: dict[str, int],
+    check_values: dict[str, int],
+) -> bool:
+    """Whether a second probe's recovery (`check`, from the values `check_values`)
+    confirms the first's: the same lines, except where constants with one base value
+    share the check's value too (geglu's two strides, both 0, both 11), which the
+    check cannot tell apart, so it may name either where the first named one."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    for name, value in base_values.items():
+        groups.setdefault((value, check_values[name]), []).append(name)
+    alias: dict[str, str] = {}
+    for names in groups.values():
+        for name in names[1:]:
+            alias[generic_name(name)] = generic_name(names[0])
+    if not alias:
+        return first == check
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, alias)) + r")\b")
+
+    def canonical(lines: list[str]) -> list[str]:
+        return [pattern.sub(lambda found: alias[found[1]], line) for line in lines]
+
+    return canonical(first) == canonical(check)
+
+
 def _float_of_constant(
     value: str,
     other: str,

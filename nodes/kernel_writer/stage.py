@@ -33,6 +33,7 @@ from nodes.analyzer.source import KernelSource, SourceError, read_kernel_source
 from nodes.kernel_writer.errors import Blocked
 from nodes.kernel_writer.generics import (
     Recovery,
+    confirms,
     constrained_probe,
     fact_stem,
     generic_name,
@@ -737,7 +738,9 @@ class _Porter:
                         peers=peers,
                     )
                     check = recover(base.body, again.body, moved_base, moved_second)
-                    if check.lines != result.lines:
+                    if check.lines is None or not confirms(
+                        result.lines, check.lines, moved_base, moved_second
+                    ):
                         result = (
                             check
                             if check.lines is None

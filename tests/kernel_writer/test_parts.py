@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nodes.kernel_writer.errors import Blocked
-from nodes.kernel_writer.generics import constrained_probe, probe_values, recover
+from nodes.kernel_writer.generics import confirms, constrained_probe, probe_values, recover
 from nodes.kernel_writer.literals import common_decimal, constant_literal, shortest_float
 from nodes.kernel_writer.module import module_item
 from nodes.kernel_writer.naming import NameAllocator, read_source, snake
@@ -132,6 +132,28 @@ def test_recover_refuses_constant_arithmetic_and_structure_changes() -> None:
     assert structure.lines is None and "structure" in structure.reason
     reordered = recover(["exp(x)"], ["log(x)"], {"T": 1}, {"T": 2})
     assert reordered.lines is None
+
+
+def test_a_second_probe_confirms_what_it_cannot_tell_apart() -> None:
+    # Two strides, both 0 in the base: the first probe tells them apart (3 and 5),
+    # the second moves both to 11, so its recovery may name either for both.
+    base = ["let a = m * 0i32;", "let b = m * 0i32;"]
+    first = recover(
+        base, ["let a = m * 3i32;", "let b = m * 5i32;"], {"S": 0, "T": 0}, {"S": 3, "T": 5}
+    )
+    values = {"S": 11, "T": 11}
+    check = recover(base, ["let a = m * 11i32;", "let b = m * 11i32;"], {"S": 0, "T": 0}, values)
+    assert first.lines == ["let a = m * S;", "let b = m * T;"]
+    assert check.lines is not None and check.lines != first.lines
+    assert confirms(first.lines, check.lines, {"S": 0, "T": 0}, values)
+    # Where the second probe tells them apart, it must agree line for line.
+    apart = {"S": 9, "T": 11}
+    swapped = recover(base, ["let a = m * 11i32;", "let b = m * 9i32;"], {"S": 0, "T": 0}, apart)
+    assert swapped.lines is not None
+    assert not confirms(first.lines, swapped.lines, {"S": 0, "T": 0}, apart)
+    # A constant the first probe named that the second shows put is no confirmation.
+    put = ["let a = m * S;", "let b = m * 0i32;"]
+    assert not confirms(first.lines, put, {"S": 0, "T": 0}, values)
 
 
 def test_probe_values_are_distinct_powers_of_two() -> None:
