@@ -24,6 +24,7 @@ sorted unique ids) rather than random ones.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -39,7 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from schemas.port_spec import DTypeName
+from schemas.port_spec import INTEGER_RANGES, DTypeName
 
 
 class _Strict(BaseModel):
@@ -94,10 +95,7 @@ class CapturedLaunch(_Strict):
 
 
 # The dtypes whose tensors may carry their values (`TensorArg.values`).
-INTEGER_DTYPES = frozenset(
-    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-)
-VALUE_DTYPES = INTEGER_DTYPES | {"bool"}
+VALUE_DTYPES = frozenset(INTEGER_RANGES) | {"bool"}
 
 
 class TensorArg(_Strict):
@@ -130,9 +128,7 @@ class TensorArg(_Strict):
     def _check_values(self, values: list[int | bool]) -> None:
         if self.dtype not in VALUE_DTYPES:
             raise ValueError(f"values are recorded for integer and bool tensors, not {self.dtype}")
-        count = 1
-        for extent in self.shape:
-            count *= extent
+        count = math.prod(self.shape)
         if len(values) != count:
             raise ValueError(f"{len(values)} values for shape {self.shape} ({count} elements)")
         boolean = self.dtype == "bool"

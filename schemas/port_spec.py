@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -869,9 +870,7 @@ def _as_constant(name: str, kind: str, value: Value) -> bool | int | float:
 
 def _fixed_values(name: str, array: ResolvedArray, values: ArrayValues) -> ArrayValues:
     """`values` checked against the array they fill: one per element, each of its dtype."""
-    count = 1
-    for extent in array.shape:
-        count *= extent
+    count = math.prod(array.shape)
     if len(values) != count:
         raise ExprError(
             f"array {name!r}: {len(values)} values for shape {array.shape} ({count} elements)"

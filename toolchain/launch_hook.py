@@ -25,6 +25,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import sys
@@ -49,6 +50,7 @@ INTEGER_DTYPES = frozenset(
 # and so does a uint64 one (its values travel as int64, which not all of them fit).
 MAX_RECORDED_VALUES = 4096
 VALUE_DTYPES = (INTEGER_DTYPES - {"uint64"}) | {"bool"}
+_READ_DTYPES = INTEGER_DTYPES | VALUE_DTYPES  # a range, values or both are read
 # cuTile Python's hint names and the Tile IR attribute each becomes.
 HINT_IR_NAMES = {
     "num_ctas": "num_cta_in_cga",
@@ -278,12 +280,12 @@ def _read_ranges(stream: Any, args: Sequence[Any], described: list[dict[str, Any
                 collect(item, sub)
         elif (
             entry["kind"] == "tensor"
-            and entry["dtype"] in INTEGER_DTYPES | VALUE_DTYPES
+            and entry["dtype"] in _READ_DTYPES
             and all(extent > 0 for extent in entry["shape"])
         ):
             ranged = entry["dtype"] in INTEGER_DTYPES
             valued = (
-                entry["dtype"] in VALUE_DTYPES and _elements(entry["shape"]) <= MAX_RECORDED_VALUES
+                entry["dtype"] in VALUE_DTYPES and math.prod(entry["shape"]) <= MAX_RECORDED_VALUES
             )
             if ranged or valued:
                 wanted.append((value, entry, ranged, valued))
@@ -301,16 +303,9 @@ def _read_ranges(stream: Any, args: Sequence[Any], described: list[dict[str, Any
     for (_, entry, _, _), (bounds, values) in zip(wanted, found, strict=True):
         if bounds is not None:
             entry["min"], entry["max"] = bounds
-        if values is not None and len(values) == _elements(entry["shape"]):
+        if values is not None and len(values) == math.prod(entry["shape"]):
             boolean = entry["dtype"] == "bool"
             entry["values"] = [bool(v) if boolean else int(v) for v in values]
-
-
-def _elements(shape: list[int]) -> int:
-    count = 1
-    for extent in shape:
-        count *= extent
-    return count
 
 
 Read = tuple[tuple[int, int] | None, list[Any] | None]
