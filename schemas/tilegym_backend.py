@@ -19,6 +19,7 @@ LAUNCH = "_launch"  # what a routed `ct.launch` calls in the written module
 # tileport's proven.rs and spec_arith.rs, copied beside ffi_util.rs as these modules.
 PROVEN_MODULE = "tileport_proven"
 SPEC_ARITH_MODULE = "tileport_spec_arith"
+LAUNCH_WORDS_MODULE = "tileport_launch"
 
 
 class _Strict(BaseModel):

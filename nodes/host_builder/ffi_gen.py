@@ -505,7 +505,7 @@ def proven_entry_static(launcher: str, module_path: str, module: str, entry: str
     how the launcher file names proven.rs, `module_path` how it reaches the module."""
     return (
         f"/// `{entry}`, compiled as the kernel writer proved it.\n"
-        f"static {_entry_static(entry)}: {launcher}::ProvenEntry = "
+        f"static {entry_static(entry)}: {launcher}::ProvenEntry = "
         f"{launcher}::ProvenEntry::new(\n"
         f"    {module_path}::__module_ast_self,\n"
         f'    "{module}",\n'
@@ -522,10 +522,12 @@ def proven_launch(
     generics: str,
     grid: str,
     device: str,
+    entry: str | None = None,
 ) -> list[str]:
     """The expression that launches the variant's entry through proven.rs (the one
     launcher of every port) on `stream`: its parameters in order, each of its Rust
-    type (a pointer as its device address), `argument` giving each one's value."""
+    type (a pointer as its device address), `argument` giving each one's value;
+    `entry` the expression naming the entry where it is not the variant's static."""
     params = [
         f"{launcher}::param::<{_pushed_type(rust_type)}>(&{_operand(argument(source))}),"
         for (_, rust_type), source in zip(variant.param_types, variant.params, strict=True)
@@ -533,7 +535,7 @@ def proven_launch(
     return [
         "unsafe {",
         f"    {launcher}::launch_proven(",
-        f"        &{_entry_static(variant.entry)},",
+        f"        {entry or '&' + entry_static(variant.entry)},",
         f"        {generics},",
         f"        {grid},",
         f"        {device},",
@@ -546,7 +548,8 @@ def proven_launch(
     ]
 
 
-def _entry_static(entry: str) -> str:
+def entry_static(entry: str) -> str:
+    """The name of an entry's `ProvenEntry` static."""
     return entry.strip("_").upper()
 
 

@@ -33,10 +33,15 @@ from nodes.host_builder.binding import (
     Precondition,
     VariantBinding,
 )
-from nodes.host_builder.ffi_gen import generic_argument, proven_entry_static, proven_launch
+from nodes.host_builder.ffi_gen import (
+    entry_static,
+    generic_argument,
+    proven_entry_static,
+    proven_launch,
+)
 from nodes.host_builder.rust_expr import Kind, TranspileError, Transpiler, Variable, unwrapped
 from schemas.port_spec import PortSpec
-from schemas.tilegym_backend import PROVEN_MODULE, SPEC_ARITH_MODULE
+from schemas.tilegym_backend import LAUNCH_WORDS_MODULE, PROVEN_MODULE, SPEC_ARITH_MODULE
 
 # The element types ffi_util's `dtype_str` names, as `dispatch_by_dtype!` arms.
 ELEMENT_NAMES: dict[DType, str] = {
@@ -71,45 +76,6 @@ _SCALAR_TYPES: dict[DType, str] = {
 _CONSTANT_KINDS = {"int": Kind.INT, "float": Kind.FLOAT, "bool": Kind.BOOL}
 
 
-# How a symbol takes a checked value of tileport's spec_arith: the value, or the launch
-# refused with the reason (a C function has no `?`).
-_CHECKED_MACRO = """
-/// A port-spec expression's value (tileport's `spec_arith`, Python's semantics), or
-/// the launch refused with why: never a wrapped or truncated value.
-macro_rules! checked {
-    ($symbol:literal, $value:expr) => {
-        match $value {
-            Ok(value) => value,
-            Err(error) => {
-                eprintln!("{}: {}", $symbol, error);
-                return rc::INVALID_ARGS;
-            }
-        }
-    };
-}
-"""
-
-
-_DESCRIPTOR_FUNCTION = f"""
-/// A tensor's descriptor from its `2 + 2 * R` launch words: address, ffi_util dtype
-/// code, `R` extents, `R` strides; None where the dtype code is no i32.
-fn descriptor<const R: usize>(words: &[u64]) -> Option<TensorDesc> {{
-    let mut desc = TensorDesc {{
-        ptr: words[0],
-        ndim: R as i32,
-        shape: [0; {MAX_RANK}],
-        strides: [0; {MAX_RANK}],
-        dtype: narrow(words[1])?,
-    }};
-    for dim in 0..R {{
-        desc.shape[dim] = words[2 + dim] as i64;
-        desc.strides[dim] = words[2 + R + dim] as i64;
-    }}
-    Some(desc)
-}}
-"""
-
-
 @dataclass(frozen=True)
 class LaunchWord:
     """One word of a symbol's packed launch: its name in the symbol and the C type its
@@ -139,6 +105,9 @@ _WORD_READS = {
     "bool": ("bool", "{w} != 0"),
 }
 _NARROWED = {"int32_t": "i32", "uint32_t": "u32"}
+# What a symbol may call of tileport_launch.rs (kernels_rs/tilegym/launch.rs): the
+# `checked!` macro and the readers of its launch words.
+_LAUNCH_READERS = ("checked", "descriptor", "launch_words", "narrow")
 
 
 def launch_words(params: Sequence[tuple[str, str]], ranks: dict[str, int]) -> list[LaunchWord]:
@@ -212,35 +181,6 @@ _BOUND_COMMENT = "    // Dimension symbols of the port spec, bound from the desc
 def _descriptor(array: str) -> str:
     """The Rust local holding an array's descriptor."""
     return f"{_variable(array)}_d"
-
-
-_WORDS_FUNCTION = """
-/// The `N` little-endian 8-byte words of a launch as the wrapper packed them
-/// (`struct.Struct("<...")`), or None for a null pointer.
-///
-/// # Safety
-/// A non-null `launch` points at `8 * N` readable bytes.
-unsafe fn launch_words<const N: usize>(launch: *const u8) -> Option<[u64; N]> {
-    if launch.is_null() {
-        return None;
-    }
-    let mut words = [0u64; N];
-    for (index, word) in words.iter_mut().enumerate() {
-        // SAFETY: within the `8 * N` bytes the caller vouches for; no alignment assumed.
-        let bytes = unsafe { launch.add(8 * index).cast::<[u8; 8]>().read_unaligned() };
-        *word = u64::from_le_bytes(bytes);
-    }
-    Some(words)
-}
-"""
-
-_NARROW_FUNCTION = """
-/// A word packed from a Python int, as the narrower integer the launch takes it in,
-/// or None where it does not fit.
-fn narrow<T: TryFrom<i64>>(word: u64) -> Option<T> {
-    T::try_from(word as i64).ok()
-}
-"""
 
 
 class FfiError(ValueError):
@@ -413,24 +353,76 @@ def _precondition(pre: Precondition, operands: _SymbolOperands) -> str:
     return f"{value} % {pre.divisor} == 0"
 
 
-def _launch(variant: VariantBinding, exprs: SpecExpr, operands: _SymbolOperands) -> list[str]:
+def _launch(
+    variant: VariantBinding, exprs: SpecExpr, operands: _SymbolOperands, entry: str | None = None
+) -> list[str]:
     """One entry's launch on the caller's stream, as tileport's own launchers make it
     (`tileport_proven`: compiled as the kernel writer proved it, no launch-time
-    hint; G17), evaluating to its `Result`."""
+    hint; G17), evaluating to its `Result`; `entry` names the entry where it is not
+    the variant's static."""
     written = ", ".join(
         generic_argument(rule, operands, lambda text: exprs.rust(text, Kind.INT))
         for rule in variant.generics
     )
     generics = f"&[{written}]"
     return [
-        f"// {variant.entry}, variant {variant.name}; generics "
-        f"<{', '.join(r.name for r in variant.generics)}>.",
         "// SAFETY: the entry's parameters in order, each of its type; the descriptors",
         "// passed every check and their memory is the caller's, ordered on `stream`.",
         *proven_launch(
-            "lp", variant, operands.parameter, generics, "(grid_x, grid_y, grid_z)", "&device"
+            "lp",
+            variant,
+            operands.parameter,
+            generics,
+            "(grid_x, grid_y, grid_z)",
+            "&device",
+            entry,
         ),
     ]
+
+
+def _launches(
+    variants: Sequence[VariantBinding], exprs: SpecExpr, operands: _SymbolOperands
+) -> list[str]:
+    """The statement launching the entry of the chosen `variant`: one launch per
+    distinct way of launching (generic arguments and parameters), the entry picked
+    from a table by variant where several variants launch alike (their entries
+    differ only in the code the kernel writer proved for each)."""
+    ways: dict[tuple[str, ...], list[int]] = {}
+    for index, variant in enumerate(variants):
+        ways.setdefault(tuple(_launch(variant, exprs, operands, "entry")), []).append(index)
+    if len(ways) == len(variants):  # no two alike: each arm names its entry
+        groups = [([i], _launch(v, exprs, operands)) for i, v in enumerate(variants)]
+        lines = []
+    else:
+        groups = [(indices, list(launch)) for launch, indices in ways.items()]
+        table = ", ".join(f"&{entry_static(v.entry)}" for v in variants)
+        lines = [
+            "// Each variant's entry; variants launched alike share the launch below.",
+            f"let entry: &lp::ProvenEntry = [{table}][variant];",
+        ]
+    if len(groups) == 1:
+        launch = groups[0][1]
+        start = launch.index("unsafe {")
+        return [*lines, *launch[:start], "let launched = unsafe {", *launch[start + 1 : -1], "};"]
+    lines.append("let launched = match variant {")
+    for number, (indices, launch) in enumerate(groups):
+        head = "_" if number == len(groups) - 1 else " | ".join(map(str, indices))
+        named = (
+            f"{variants[indices[0]].entry}, variant {variants[indices[0]].name}"
+            if len(ways) == len(variants)
+            else f"variants {', '.join(variants[i].name for i in indices)}"
+        )
+        lines += [
+            f"    {head} => {{",
+            f"        // {named}; generics <{_generic_names(variants[indices[0]])}>.",
+            *(f"        {x}" for x in launch),
+            "    }",
+        ]
+    return [*lines, "};"]
+
+
+def _generic_names(variant: VariantBinding) -> str:
+    return ", ".join(r.name for r in variant.generics)
 
 
 def _condition(variant: VariantBinding, exprs: SpecExpr, passed: set[str]) -> str:
@@ -577,14 +569,7 @@ def render_ffi(
         "        return rc::OK; // nothing to launch",
         "    }",
         "    let stream = raw_stream as *mut c_void;",
-        "    let device = match usize::try_from(device_id) {",
-        "        Ok(ordinal) => lp::Device::for_launch(ordinal),",
-        "        Err(_) => {",
-        f'            eprintln!("{sym}: invalid device id {{device_id}}");',
-        "            return rc::DEVICE_INIT_FAILED;",
-        "        }",
-        "    };",
-        "    let device = match device {",
+        "    let device = match lp::Device::for_launch(device_id) {",
         "        Ok(device) => device,",
         "        Err(error) => {",
         f'            eprintln!("{sym}: {{error}}");',
@@ -597,16 +582,10 @@ def render_ffi(
         start = launch.index("unsafe {")
         launch[start] = "let launched = unsafe {"
         launch[-1] = "};"
+        names = _generic_names(binding.variants[0])
+        launch.insert(0, f"// {binding.variants[0].entry}; generics <{names}>.")
     else:
-        launch = ["let launched = match variant {"]
-        for index, variant in enumerate(binding.variants):
-            head = f"{index}" if index < len(binding.variants) - 1 else "_"
-            launch += [
-                f"    {head} => {{",
-                *(f"        {x}" for x in _launch(variant, exprs, operands)),
-                "    }",
-            ]
-        launch.append("};")
+        launch = _launches(binding.variants, exprs, operands)
     lines += [f"    {line}" for line in launch]
     lines += [
         "    match launched {",
@@ -676,20 +655,14 @@ def render_file(op: str, functions: list[str], uses: dict[str, list[str]], sourc
         "use core::ffi::c_void;",
         "",
     ]
-    util = ["TensorDesc", "rc"] + (["dtype_elem_size"] if "dtype_elem_size(" in body else [])
+    util = ["rc"] + (["dtype_elem_size"] if "dtype_elem_size(" in body else [])
     lines.append(f"use crate::ffi_util::{{{', '.join(sorted(util, key=str.lower))}}};")
     lines.append(f"use crate::{PROVEN_MODULE} as lp;")
     if "rt::" in body:
         lines.append(f"use crate::{SPEC_ARITH_MODULE} as rt;")
-    if "checked!(" in body:
-        lines.append(_CHECKED_MACRO)
-    if "launch_words::<" in body:
-        lines.append(_WORDS_FUNCTION)
-    reads_descriptors = "descriptor::<" in body
-    if "narrow::<" in body or reads_descriptors:  # a descriptor narrows its dtype code
-        lines.append(_NARROW_FUNCTION)
-    if reads_descriptors:
-        lines.append(_DESCRIPTOR_FUNCTION)
+    readers = [name for name in _LAUNCH_READERS if re.search(rf"\b{name}!?(::<|\()", body)]
+    if readers:
+        lines.append(f"use crate::{LAUNCH_WORDS_MODULE}::{{{', '.join(readers)}}};")
     lines.append("")
     for module, entries in uses.items():
         for entry in dict.fromkeys(entries):

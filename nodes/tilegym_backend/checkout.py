@@ -11,19 +11,22 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas.tilegym_backend import PROVEN_MODULE, SPEC_ARITH_MODULE
+from schemas.tilegym_backend import LAUNCH_WORDS_MODULE, PROVEN_MODULE, SPEC_ARITH_MODULE
 from toolchain.env import KERNELS_RS
 
 CUTILE_RS = Path("src/tilegym/ops/cutile_rs")
 CRATE_LIB = CUTILE_RS / "cutile_kernels/src/lib.rs"
 # tileport's hand-written modules every op's ffi.rs uses, copied as they are beside
 # ffi_util.rs and declared once in lib.rs: spec_arith.rs (Python-semantics
-# arithmetic and launch facts) and proven.rs (the launcher of proven entries).
+# arithmetic and launch facts), proven.rs (the launcher of proven entries) and
+# launch.rs (how a symbol reads the words its wrapper packed).
 SPEC_ARITH = CUTILE_RS / f"{SPEC_ARITH_MODULE}.rs"
 PROVEN = CUTILE_RS / f"{PROVEN_MODULE}.rs"
+LAUNCH_WORDS = CUTILE_RS / f"{LAUNCH_WORDS_MODULE}.rs"
 TILEPORT_MODULES = {
     SPEC_ARITH: KERNELS_RS / "ported/src/ffi/spec_arith.rs",
     PROVEN: KERNELS_RS / "ported/src/ffi/proven.rs",
+    LAUNCH_WORDS: KERNELS_RS / "tilegym/launch.rs",
 }
 PACKAGE_INIT = CUTILE_RS / "__init__.py"
 OP_TESTS = Path("tests/ops")

@@ -218,15 +218,15 @@ def test_a_value_the_entry_holds_as_a_literal_must_be_the_callers() -> None:
     )
 
 
-def test_a_file_defines_the_readers_its_symbols_call() -> None:
-    # A descriptor read from the words narrows its dtype code: both are defined.
+def test_a_file_imports_the_readers_its_symbols_call() -> None:
+    # The readers live once in tileport_launch.rs; a file imports what it calls.
     body = "    let (Some(x_d),) = (descriptor::<2>(&w[0..]),) else { todo!() };\n"
     text = render_file("op", [body], {}, "op.py")
-    assert "fn descriptor<const R: usize>(words: &[u64])" in text
-    assert "fn narrow<T: TryFrom<i64>>(word: u64)" in text
-    assert "fn launch_words" not in text  # what no symbol calls is not written
-    words = render_file("op", ["    launch_words::<3>(launch)\n"], {}, "op.py")
-    assert "fn launch_words" in words and "fn descriptor" not in words
+    assert "use crate::tileport_launch::{descriptor};" in text
+    assert "fn descriptor" not in text  # never a copy per op
+    words = render_file("op", ['    launch_words::<3>(launch); checked!("s", x)\n'], {}, "op.py")
+    assert "use crate::tileport_launch::{checked, launch_words};" in words
+    assert "use crate::tileport_launch" not in render_file("op", ["    0\n"], {}, "op.py")
 
 
 def test_a_symbol_checks_only_the_extents_the_ir_depends_on() -> None:

@@ -92,9 +92,16 @@ impl Device {
         })
     }
 
-    /// Device `ordinal` for a launch from the calling thread, with the thread's
-    /// current context (a launch on the legacy default stream runs in it).
-    pub fn for_launch(ordinal: usize) -> Result<Self, LaunchError> {
+    /// Device `device_id` (a CUDA ordinal; a negative one is no device) for a launch
+    /// from the calling thread, with the thread's current context (a launch on the
+    /// legacy default stream runs in it).
+    pub fn for_launch(device_id: i32) -> Result<Self, LaunchError> {
+        let Ok(ordinal) = usize::try_from(device_id) else {
+            return failure(
+                LaunchFailure::Device,
+                format!("invalid device id {device_id}"),
+            );
+        };
         let mut current: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; no context leaves `current` null.
         let code = unsafe { sys::cuCtxGetCurrent(&mut current) };

@@ -1,0 +1,151 @@
+"""What each part of the written module's launch costs on the host (on a GPU host).
+
+    python3 bench/launch_parts.py --tilegym DIR [--shape M N] [--calls C] OP... > parts.md
+
+One call of each op (as `tileport tilegym call-cost` makes it) is recorded: the
+kernel function `_launch` dispatches to, its arguments, the words it packed and the
+C symbol it called. Then each part is timed alone on those arguments, `--calls`
+times back to back (us per call, the best of five rounds): the whole kernel function,
+each tensor read it makes (address, extents, strides, dtype code, device), the
+stream's handle, the struct packing, the C symbol, and cuTile Python's `ct.launch`
+on the cutile backend's arguments for the same call. The parts do not add up to
+the whole exactly (each timing loop has its own overhead, about 0.03 us).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import random
+import sys
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nodes.tilegym_backend.call_cost import LIBRARY, _Recorder
+from nodes.tilegym_backend.sweep import call_inputs, draw_call, public_op, read_signature
+from nodes.tilegym_backend.test_run import open_checkout
+from schemas.tilegym_backend import LAUNCH
+
+ROUNDS = 5
+
+
+def best_us(call_once: Callable[[], Any], calls: int) -> float:
+    """The best of `ROUNDS` rounds of `calls` back-to-back calls, us per call."""
+    return min(timeit.repeat(call_once, number=calls, repeat=ROUNDS)) / calls * 1e6
+
+
+class _PackRecorder:
+    """Stands in for a module's `struct.Struct` and keeps what its last pack took."""
+
+    def __init__(self, packer: Any) -> None:
+        self.packer = packer
+        self.values: tuple[Any, ...] = ()
+
+    def pack(self, *values: Any) -> bytes:
+        self.values = values
+        return bytes(self.packer.pack(*values))
+
+
+def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tuple[str, float]]:
+    import cuda.tile as ct
+    import torch
+    from tilegym.backend import set_backend
+
+    entry = public_op(op)
+    drawn = draw_call(read_signature(source_root, op), random.Random(0))
+    arguments = {
+        name: shape[-1] if name == "normalized_shape" else value
+        for name, value in drawn.arguments.items()
+    }
+    call = drawn.model_copy(update={"shape": shape, "dtype": "float32", "arguments": arguments})
+    x, kwargs = call_inputs(call, torch)
+    module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
+    set_backend("cutile-rs")
+    entry(x, **kwargs)  # binds the library and learns the dtype codes
+    launch = _Recorder(getattr(module, LAUNCH))
+    packers = {
+        name: _PackRecorder(value)
+        for name, value in vars(module).items()
+        if name.endswith("_WORDS")
+    }
+    symbols: dict[str, _Recorder] = {}
+    library = getattr(module, LIBRARY)
+
+    class _Lib:
+        def __getattr__(self, name: str) -> Any:
+            return symbols.setdefault(name, _Recorder(getattr(library, name)))
+
+    saved = {name: getattr(module, name) for name in (LAUNCH, LIBRARY, *packers)}
+    for name, recorder in [(LAUNCH, launch), (LIBRARY, _Lib()), *packers.items()]:
+        setattr(module, name, recorder)
+    try:
+        entry(x, **kwargs)
+        torch.cuda.synchronize()
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+    set_backend("cutile")
+    ct_launch = _Recorder(ct.launch)
+    ct.launch = ct_launch
+    try:
+        entry(x, **kwargs)
+        torch.cuda.synchronize()
+    finally:
+        ct.launch = ct_launch.function
+
+    stream, grid, kernel, args = launch.args
+    [packer] = [p for p in packers.values() if p.values]
+    [symbol] = [s for s in symbols.values() if s.args]
+    # The same words with the grid (words -5 to -3: LAUNCH_TAIL) empty.
+    empty = packer.packer.pack(*packer.values[:-5], 0, 0, 0, *packer.values[-2:])
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    codes = module._DTYPE_CODES
+    first = tensors[0] if tensors else None
+    rows: list[tuple[str, float]] = [
+        (
+            "kernel function (pack, symbol, launch)",
+            best_us(lambda: kernel(stream, grid, args), calls),
+        ),
+        ("kernel function, empty grid", best_us(lambda: kernel(stream, (0, 0, 0), args), calls)),
+        ("C symbol alone", best_us(lambda: symbol.function(*symbol.args), calls)),
+        ("C symbol alone, empty grid", best_us(lambda: symbol.function(empty), calls)),
+        ("struct pack alone", best_us(lambda: packer.packer.pack(*packer.values), calls)),
+        ("stream handle", best_us(lambda: getattr(stream, "cuda_stream", stream), calls)),
+        ("ct.launch alone", best_us(lambda: ct_launch.function(*ct_launch.args), calls)),
+    ]
+    if first is not None:
+        rows += [
+            (f"per tensor ({len(tensors)}): data_ptr()", best_us(first.data_ptr, calls)),
+            ("per tensor: .shape", best_us(lambda: first.shape, calls)),
+            ("per tensor: .stride()", best_us(first.stride, calls)),
+            ("per tensor: dtype code", best_us(lambda: codes[first.dtype], calls)),
+            ("per tensor: get_device()", best_us(first.get_device, calls)),
+        ]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("ops", nargs="+")
+    parser.add_argument("--tilegym", type=Path, required=True)
+    parser.add_argument("--shape", type=int, nargs=2, default=[8, 8])
+    parser.add_argument("--calls", type=int, default=20000)
+    args = parser.parse_args(argv)
+    gpu, driver = open_checkout(args.tilegym)
+    print(f"# Host cost of each part of a launch, {'x'.join(map(str, args.shape))} float32\n")
+    print(
+        f"GPU: {gpu} (driver {driver}). Command: `python3 bench/launch_parts.py "
+        f"{' '.join(args.ops)} --tilegym tilegym --shape {args.shape[0]} {args.shape[1]} "
+        f"--calls {args.calls}`. us per call, best of {ROUNDS} rounds.\n"
+    )
+    print("| op | part | us |\n|---|---|---:|")
+    for op in args.ops:
+        for part, us in parts(args.tilegym / "src", op, list(args.shape), args.calls):
+            print(f"| {op} | {part} | {us:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
