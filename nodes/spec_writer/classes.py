@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -211,17 +211,31 @@ class UnitVariant:
         return one if when.strip() == "True" else f"({when}) and ({one})"
 
 
+def tied_symbols(shapes: Iterable[Sequence[object]]) -> set[str]:
+    """The extent symbols that name two extents of one array (`shapes`: each array's
+    shape). Such a tie is what the records happened to hold (every recorded
+    layer_norm input was square): a unit variant of it would be proven with every
+    tied extent 1 but dispatched on one, so other code would run than was proven."""
+    tied: set[str] = set()
+    for shape in shapes:
+        names = [extent for extent in shape if isinstance(extent, str)]
+        tied.update(name for name in names if names.count(name) > 1)
+    return tied
+
+
 def unit_configs(
     configs: Sequence[dict[str, Any]],
     variants: Sequence[str],
     rederive: Rederive,
     taken: set[str],
+    tied: set[str],
 ) -> tuple[list[ClassConfig], list[UnitVariant]]:
     """For each configuration (`variants[i]` its variant) that leaves its layout and
     inputs to the spec (`_reshapable`), one per extent symbol above 1 with that extent
     made 1 (constants rederived), bound for that extent's unit variant; the same
     launch reached from two configurations is added once. `taken`: the names already
-    used. Returns the configurations and their unit variants, in order."""
+    used. `tied`: symbols naming two extents of one array (`tied_symbols`), which get
+    none. Returns the configurations and their unit variants, in order."""
     added: list[ClassConfig] = []
     units: dict[str, UnitVariant] = {}
     seen: set[str] = set()
@@ -230,7 +244,7 @@ def unit_configs(
             continue
         dims = config.get("dims", {})
         for symbol, value in dims.items():
-            if value == 1:
+            if value == 1 or symbol in tied:
                 continue
             shaped = _reshaped(config, {**dims, symbol: 1}, rederive)
             if shaped is None:

@@ -45,6 +45,7 @@ from nodes.spec_writer.classes import (
     ClassConfig,
     class_configs,
     keep_serving,
+    tied_symbols,
     unit_configs,
 )
 from nodes.spec_writer.grid import grid_expression
@@ -1172,7 +1173,10 @@ def _add_unit_variants(
     spec = parse_port_spec(yaml.safe_load(_yaml(data, kernel.launches)), path)
     configs = [c for c in data["test_configs"] if not c.get("producers")]
     variants = [spec.resolve(Config.model_validate(c), "test").variant for c in configs]
-    added, units = unit_configs(configs, variants, kernel.rederive, {c["name"] for c in configs})
+    tied = tied_symbols(array.shape for array in spec.arrays.values())
+    added, units = unit_configs(
+        configs, variants, kernel.rederive, {c["name"] for c in configs}, tied
+    )
     # A spec loads only with a configuration for each variant: a unit variant no
     # candidate reaches (its extent of 1 moves the launch to another variant, as a
     # one-column row fills its tile) is not written. Where a candidate goes: its base

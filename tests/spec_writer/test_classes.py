@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from nodes.spec_writer.classes import ClassConfig, class_configs, keep_serving, unit_configs
+from nodes.spec_writer.classes import (
+    ClassConfig,
+    class_configs,
+    keep_serving,
+    tied_symbols,
+    unit_configs,
+)
 from schemas.port_spec import Config, PortSpec, parse_port_spec
 
 
@@ -274,7 +280,7 @@ def test_an_extent_of_one_gets_a_variant_of_its_own() -> None:
         {**_config("t2", "float16", X_0=32), "strides": {"x": [2]}, "constants": {"N": 32}},
     ]
     added, units = unit_configs(
-        configs, ["v0", "v0", "v1", "v0"], _length_follows_x, {c["name"] for c in configs}
+        configs, ["v0", "v0", "v1", "v0"], _length_follows_x, {c["name"] for c in configs}, set()
     )
     assert [(a.config["name"], a.config["dims"], a.variant) for a in added] == [
         ("t0_x_0_1", {"X_0": 1}, "v0_x_0_1"),
@@ -285,8 +291,20 @@ def test_an_extent_of_one_gets_a_variant_of_its_own() -> None:
     assert [u.name for u in units] == ["v0_x_0_1", "v1_x_0_1"]
     assert units[0].condition("True") == "X_0 == 1"
     assert units[0].condition("W % 8 == 0") == "(W % 8 == 0) and (X_0 == 1)"
-    again, _ = unit_configs(configs[:1] * 2, ["v0", "v0"], _length_follows_x, set())
+    again, _ = unit_configs(configs[:1] * 2, ["v0", "v0"], _length_follows_x, set(), set())
     assert len(again) == 1
+
+
+def test_a_symbol_naming_two_extents_of_one_array_gets_no_unit_variant() -> None:
+    # Every recorded layer_norm input was square, so one symbol names both of X's
+    # extents: a unit variant proven on a 1x1 input would be dispatched on one-row
+    # inputs of any width. The tie gets none; an untied symbol still does.
+    assert tied_symbols([["X_0", "X_0"], ["X_0"], [4, "K"]]) == {"X_0"}
+    assert tied_symbols([["X_0", "X_1"], ["X_1"]]) == set()
+    square = {**_config("t0", "float16", X_0=64, K=8), "constants": {"N": 64}}
+    added, units = unit_configs([square], ["v0"], _keep, {"t0"}, {"X_0"})
+    assert [u.name for u in units] == ["v0_k_1"]
+    assert [a.config["dims"] for a in added] == [{"X_0": 64, "K": 1}]
 
 
 def test_keep_serving_holds_a_unit_configuration_to_its_unit_variant(tmp_path: Any) -> None:
@@ -320,9 +338,9 @@ def test_recorded_values_keep_their_shapes() -> None:
     assert {a.kind for a in added} == {"dtype", "unaligned"}
     assert all(a.config["dims"] == valued["dims"] for a in added)
     assert all(a.config["values"] == {"idx": permutation} for a in added)
-    units, variants = unit_configs([valued], ["v0"], _keep, {"t0_float16"})
+    units, variants = unit_configs([valued], ["v0"], _keep, {"t0_float16"}, set())
     assert units == [] and variants == []
     # The same configuration without values gets its ragged and unit classes.
     free = {k: v for k, v in valued.items() if k != "values"}
     assert "ragged" in {a.kind for a in class_configs([free], ["v0"], _keep, ["x", "idx"])}
-    assert unit_configs([free], ["v0"], _keep, {"t0_float16"})[0]
+    assert unit_configs([free], ["v0"], _keep, {"t0_float16"}, set())[0]
