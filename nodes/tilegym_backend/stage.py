@@ -124,16 +124,9 @@ def _ports(
         hints.update(read_signature_hints(path))
 
     def ported(literal: dict[tuple[str, str], list[str]]) -> list[tuple[WrittenSpec, ProvenPort]]:
-        # Every class a call through tilegym.ops can launch, not only the recorded:
-        # an extent of 1 too, which cuTile Python compiles as a shape constant.
+        # Every class a call through tilegym.ops can launch, not only the recorded.
         written, problems = write_specs(
-            mine,
-            checkout / SOURCE_ROOT,
-            work / "specs",
-            hints,
-            literal,
-            widen=True,
-            unit_extents=True,
+            mine, checkout / SOURCE_ROOT, work / "specs", hints, literal, widen=True
         )
         if problems:
             raise Refused("no port spec for: " + "; ".join(problems))
