@@ -57,6 +57,7 @@ RELU_FILES = PIN_FILES | {
     "src/tilegym/ops/cutile_rs/cutile_kernels/src/lib.rs",
     "src/tilegym/ops/cutile_rs/tileport_spec_arith.rs",
     "src/tilegym/ops/cutile_rs/tileport_proven.rs",
+    "src/tilegym/ops/cutile_rs/tileport_launch.rs",
     "src/tilegym/ops/cutile_rs/__init__.py",
     "tests/ops/activation/test_relu.py",
 }
