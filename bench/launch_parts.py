@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import random
 import sys
 import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.tilegym_backend.call_cost import LIBRARY, _Recorder
-from nodes.tilegym_backend.sweep import call_inputs, draw_call, public_op, read_signature
+from nodes.tilegym_backend.call_cost import LIBRARY, Recorder, op_call, recorded_ct_launch
 from nodes.tilegym_backend.test_run import open_checkout
 from schemas.tilegym_backend import LAUNCH
 
@@ -49,33 +47,25 @@ class _PackRecorder:
 
 
 def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tuple[str, float]]:
-    import cuda.tile as ct
     import torch
     from tilegym.backend import set_backend
 
-    entry = public_op(op)
-    drawn = draw_call(read_signature(source_root, op), random.Random(0))
-    arguments = {
-        name: shape[-1] if name == "normalized_shape" else value
-        for name, value in drawn.arguments.items()
-    }
-    call = drawn.model_copy(update={"shape": shape, "dtype": "float32", "arguments": arguments})
-    x, kwargs = call_inputs(call, torch)
+    entry, x, kwargs = op_call(source_root, op, shape)
     module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
     set_backend("cutile-rs")
     entry(x, **kwargs)  # binds the library and learns the dtype codes
-    launch = _Recorder(getattr(module, LAUNCH))
+    launch = Recorder(getattr(module, LAUNCH))
     packers = {
         name: _PackRecorder(value)
         for name, value in vars(module).items()
         if name.endswith("_WORDS")
     }
-    symbols: dict[str, _Recorder] = {}
+    symbols: dict[str, Recorder] = {}
     library = getattr(module, LIBRARY)
 
     class _Lib:
         def __getattr__(self, name: str) -> Any:
-            return symbols.setdefault(name, _Recorder(getattr(library, name)))
+            return symbols.setdefault(name, Recorder(getattr(library, name)))
 
     saved = {name: getattr(module, name) for name in (LAUNCH, LIBRARY, *packers)}
     for name, recorder in [(LAUNCH, launch), (LIBRARY, _Lib()), *packers.items()]:
@@ -86,14 +76,7 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
     finally:
         for name, value in saved.items():
             setattr(module, name, value)
-    set_backend("cutile")
-    ct_launch = _Recorder(ct.launch)
-    ct.launch = ct_launch
-    try:
-        entry(x, **kwargs)
-        torch.cuda.synchronize()
-    finally:
-        ct.launch = ct_launch.function
+    ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
 
     stream, grid, kernel, args = launch.args
     [packer] = [p for p in packers.values() if p.values]

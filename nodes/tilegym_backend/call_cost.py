@@ -60,7 +60,7 @@ def timed(call_once: Callable[[], Any], calls: int, torch: Any) -> tuple[float, 
     return elapsed / calls * 1e6, start.elapsed_time(end) * 1e3 / calls
 
 
-class _Recorder:
+class Recorder:
     """Stands in for a function and keeps the arguments of its last call."""
 
     def __init__(self, function: Callable[..., Any]) -> None:
@@ -72,14 +72,13 @@ class _Recorder:
         return self.function(*args)
 
 
-def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCost:
-    import importlib
-
-    import cuda.tile as ct
+def op_call(
+    source_root: Path, op: str, shape: list[int]
+) -> tuple[Callable[..., Any], Any, dict[str, Any]]:
+    """The op's public function and one call of it, as the sweep draws its calls
+    (seed 0) but a float32 input of `shape`: the function, the input, the keywords."""
     import torch
-    from tilegym.backend import set_backend
 
-    entry = public_op(op)
     drawn = draw_call(read_signature(source_root, op), random.Random(0))
     arguments = {
         name: shape[-1] if name == "normalized_shape" else value
@@ -87,6 +86,34 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
     }
     call = drawn.model_copy(update={"shape": shape, "dtype": "float32", "arguments": arguments})
     x, kwargs = call_inputs(call, torch)
+    return public_op(op), x, kwargs
+
+
+def recorded_ct_launch(call_once: Callable[[], Any]) -> Recorder:
+    """`ct.launch` as the cutile backend calls it in `call_once` (its arguments kept)."""
+    import cuda.tile as ct
+    import torch
+    from tilegym.backend import set_backend
+
+    set_backend("cutile")
+    ct_launch = Recorder(ct.launch)
+    ct.launch = ct_launch  # the cutile module calls it through cuda.tile's attribute
+    try:
+        call_once()
+        torch.cuda.synchronize()
+    finally:
+        ct.launch = ct_launch.function
+    return ct_launch
+
+
+def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCost:
+    import importlib
+
+    import cuda.tile as ct
+    import torch
+    from tilegym.backend import set_backend
+
+    entry, x, kwargs = op_call(source_root, op, shape)
     set_backend("cutile")
     cutile_us, cutile_stream_us = timed(lambda: entry(x, **kwargs), calls, torch)
     set_backend("cutile-rs")
@@ -94,17 +121,17 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
 
     # The written module's launch, and the C symbol behind it, as the op called them.
     module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
-    launch = _Recorder(getattr(module, LAUNCH))
+    launch = Recorder(getattr(module, LAUNCH))
     setattr(module, LAUNCH, launch)
     bind = getattr(module, BIND)
-    symbols: dict[str, _Recorder] = {}
+    symbols: dict[str, Recorder] = {}
 
     class _Lib:
         def __init__(self, lib: Any) -> None:
             self.lib = lib
 
         def __getattr__(self, name: str) -> Any:
-            return symbols.setdefault(name, _Recorder(getattr(self.lib, name)))
+            return symbols.setdefault(name, Recorder(getattr(self.lib, name)))
 
     def recording_bind(*args: Any, **kwargs: Any) -> tuple[Any, _Lib]:
         ffi, lib = bind(*args, **kwargs)
@@ -121,14 +148,7 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
         setattr(module, LAUNCH, launch.function)
         setattr(module, BIND, bind)
         setattr(module, LIBRARY, loaded)
-    set_backend("cutile")
-    ct_launch = _Recorder(ct.launch)
-    ct.launch = ct_launch  # the cutile module calls it through cuda.tile's attribute
-    try:
-        entry(x, **kwargs)
-        torch.cuda.synchronize()
-    finally:
-        ct.launch = ct_launch.function
+    ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
     stream, grid, kernel, args = launch.args
     launch_us = host_us(lambda: launch.function(stream, grid, kernel, args), calls, torch)
     empty_us = host_us(lambda: launch.function(stream, (0, 0, 0), kernel, args), calls, torch)
