@@ -3,10 +3,12 @@
     python3 bench/launch_parts.py --tilegym DIR [--shape M N] [--calls C] OP... > parts.md
 
 One call of each op (as `tileport tilegym call-cost` makes it) is recorded: the
-kernel function `_launch` dispatches to, its arguments, the words it packed and the
-C symbol it called. Then each part is timed alone on those arguments, `--calls`
-times back to back (us per call, the best of five rounds): the whole kernel function,
-each tensor read it makes (address, extents, strides, dtype code, device), the
+kernel function `_launch` dispatches to and its arguments, then the same launch
+packed in Python: the words it packed and the C symbol it called. Then each part is
+timed alone on those arguments, `--calls` times back to back (us per call, the best
+of five rounds): the whole kernel function (through the compiled launch where it is
+built, `kernels_rs/tilegym/launch.cpp`), the same packed in Python, each tensor read
+the Python packer makes (address, extents, strides, dtype code, device), the
 stream's handle, the struct packing, the C symbol, and cuTile Python's `ct.launch`
 on the cutile backend's arguments for the same call. The parts do not add up to
 the whole exactly (each timing loop has its own overhead, about 0.03 us).
@@ -24,7 +26,7 @@ from typing import Any
 
 from nodes.tilegym_backend.call_cost import LIBRARY, Recorder, op_call, recorded_ct_launch
 from nodes.tilegym_backend.test_run import open_checkout
-from schemas.tilegym_backend import LAUNCH
+from schemas.tilegym_backend import LAUNCH, LAUNCH_WORDS_MODULE
 
 ROUNDS = 5
 
@@ -67,18 +69,24 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
         def __getattr__(self, name: str) -> Any:
             return symbols.setdefault(name, Recorder(getattr(library, name)))
 
-    saved = {name: getattr(module, name) for name in (LAUNCH, LIBRARY, *packers)}
-    for name, recorder in [(LAUNCH, launch), (LIBRARY, _Lib()), *packers.items()]:
-        setattr(module, name, recorder)
-    try:
-        entry(x, **kwargs)
-        torch.cuda.synchronize()
-    finally:
-        for name, value in saved.items():
-            setattr(module, name, value)
-    ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
+    def recorded(swaps: list[tuple[str, Any]], call: Callable[[], Any]) -> None:
+        saved = {name: getattr(module, name) for name, _ in swaps}
+        for name, recorder in swaps:
+            setattr(module, name, recorder)
+        try:
+            call()
+            torch.cuda.synchronize()
+        finally:
+            for name, value in saved.items():
+                setattr(module, name, value)
 
+    recorded([(LAUNCH, launch)], lambda: entry(x, **kwargs))
     stream, grid, kernel, args = launch.args
+    # The Python packer's launch, recorded apart: the kernel function packs in C++
+    # where the compiled launch is built.
+    packed_in_python = getattr(module, f"{kernel.__name__}_packed_in_python")
+    recorded([(LIBRARY, _Lib()), *packers.items()], lambda: packed_in_python(stream, grid, args))
+    ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
     [packer] = [p for p in packers.values() if p.values]
     [symbol] = [s for s in symbols.values() if s.args]
     # The same words with the grid (words -5 to -3: LAUNCH_TAIL) empty.
@@ -88,10 +96,14 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
     first = tensors[0] if tensors else None
     rows: list[tuple[str, float]] = [
         (
-            "kernel function (pack, symbol, launch)",
+            f"kernel function ({compiled_or_not(module)})",
             best_us(lambda: kernel(stream, grid, args), calls),
         ),
         ("kernel function, empty grid", best_us(lambda: kernel(stream, (0, 0, 0), args), calls)),
+        (
+            "kernel function packed in Python",
+            best_us(lambda: packed_in_python(stream, grid, args), calls),
+        ),
         ("C symbol alone", best_us(lambda: symbol.function(*symbol.args), calls)),
         ("C symbol alone, empty grid", best_us(lambda: symbol.function(empty), calls)),
         ("struct pack alone", best_us(lambda: packer.packer.pack(*packer.values), calls)),
@@ -107,6 +119,13 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
             ("per tensor: get_device()", best_us(first.get_device, calls)),
         ]
     return rows
+
+
+def compiled_or_not(module: Any) -> str:
+    """Which packer the module's launches went through: the compiled launch once
+    its loader bound it, else Python."""
+    bound = getattr(module, LAUNCH_WORDS_MODULE).launch
+    return "compiled launch" if type(bound).__name__ == "builtin_function_or_method" else "Python"
 
 
 def main(argv: list[str] | None = None) -> int:

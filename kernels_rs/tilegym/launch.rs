@@ -1,7 +1,8 @@
-//! How a tileport symbol in TileGym's cutile-rs backend reads the launch its Python
-//! wrapper packed: one buffer of little-endian 8-byte words (`struct.Struct("<...")`),
-//! every `ct.launch` argument in the kernel's order (a tensor as its address, ffi_util
-//! dtype code, extents and strides), then the grid, the device and the stream.
+//! How a tileport symbol in TileGym's cutile-rs backend reads the launch its wrapper
+//! packed (in C++, `tileport_launch.cpp`, or in Python, `struct.Struct("<...")`): one
+//! buffer of little-endian 8-byte words, every `ct.launch` argument in the kernel's
+//! order (a tensor as its address, ffi_util dtype code, extents and strides), then the
+//! grid, the device and the stream.
 //! Hand-written; copied as it is into a TileGym checkout as `tileport_launch.rs`
 //! beside `ffi_util.rs`, whose `TensorDesc` it fills. Every op's `ffi.rs` uses it.
 

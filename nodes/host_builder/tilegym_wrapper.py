@@ -6,14 +6,22 @@ port through `libcutile_kernels.so`.
 Each kernel name is bound to a function launching its port (its `cutile_<...>`
 symbol), so a host that picks its kernel at run time (`k = _a if tma else _b`)
 launches the matching port. `_launch` keeps `ct.launch`'s signature; the launch
-crosses cffi as one buffer of 8-byte words (`tilegym_ffi.launch_words`), packed by
-one `struct.Struct` per symbol: a tensor as its address, dtype code, extents and
-strides, constants and scalars as numbers, the grid padded to three, the device
-and the stream (no compile hints: the port's entry was compiled with them). cffi's
-ABI mode converts each argument of a call on its own, so one buffer costs less
-than twenty numbers. What a call repeats is only read, never computed: the dtype
-codes met so far sit in a dict (a new dtype's code is TileGym's `make_tensor_desc`'s),
-each symbol is an attribute of `_LIBRARY` once its first call bound it.
+reaches the symbol as one buffer of 8-byte words (`tilegym_ffi.launch_words`): a
+tensor as its address, dtype code, extents and strides, constants and scalars as
+numbers, the grid padded to three, the device and the stream (no compile hints: the
+port's entry was compiled with them).
+
+The words are packed by tileport's compiled launch (`kernels_rs/tilegym/launch.cpp`,
+copied into TileGym with its loader `launch.py`), which reads the torch tensors in
+C++ and calls the symbol's address, given the symbol's layout (a tensor's rank or a
+`struct` code per parameter). Where it declines (not built, a dtype it has not
+learned, anything the Python packer refuses with its own message), the Python packer
+makes the launch: one `struct.Struct` per symbol, through cffi (whose ABI mode
+converts each argument on its own, so one buffer costs less than twenty numbers).
+What a call repeats is only read, never computed: the dtype codes met so far sit in
+a dict and in the compiled launch (a new dtype's code is TileGym's
+`make_tensor_desc`'s), each symbol and its address are attributes of `_LIBRARY` once
+its first call bound them.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import textwrap
 from dataclasses import dataclass
 
 from nodes.host_builder.tilegym_ffi import LaunchWord, launch_words
-from schemas.tilegym_backend import LAUNCH, MARKER
+from schemas.tilegym_backend import LAUNCH, LAUNCH_WORDS_MODULE, MARKER
 
 
 @dataclass(frozen=True)
@@ -51,17 +59,49 @@ class PortFfi:
     def _packer_name(self) -> str:
         return f"_{self.symbol.upper()}_WORDS"
 
+    def layout(self) -> str:
+        """The compiled launch's layout of the symbol's parameters: a tensor's rank,
+        else the parameter's `struct` code (`?` for a bool, packed as 0 or 1)."""
+        ranks = dict(self.ranks)
+        return "".join(
+            str(ranks[name])
+            if ctype == "tensor"
+            else "?"
+            if ctype == "bool"
+            else _STRUCT_CODES.get(ctype, "q")
+            for name, ctype in self.parameters
+        )
+
     def launcher(self) -> list[str]:
-        """The kernel's name in the module: a function making the launch straight
-        through (`ct.launch`'s argument list unpacked, each tensor's parts read once,
-        every word packed at once), so that a call costs one cffi argument."""
+        """The kernel's name in the module: the launch packed and made by the compiled
+        launch (`tileport_launch`), or by the Python packer where it declines."""
+        packed_in_python = f"{self.kernel}_packed_in_python"
+        return [
+            f"def {self.kernel}(stream, grid, args):",
+            f'    """ct.launch of {self.kernel} on {self.symbol}."""',
+            f"    rc = {LAUNCH_WORDS_MODULE}.launch(",
+            f'        _LIBRARY.{self.symbol}_address, b"{self.layout()}", args, grid, stream',
+            "    )",
+            "    if rc is None:",
+            f"        {packed_in_python}(stream, grid, args)",
+            "    elif rc:",
+            f'        check_rc(rc, "{self.symbol}")',
+            "",
+            "",
+            *self._python_packer(packed_in_python),
+        ]
+
+    def _python_packer(self, name: str) -> list[str]:
+        """The launch made straight through in Python (`ct.launch`'s argument list
+        unpacked, each tensor's parts read once, every word packed at once), so that a
+        call costs one cffi argument; it says what the port cannot take."""
         ranks = dict(self.ranks)
         names = [f"a_{name}" for name, _ in self.parameters]
         tensors = [(f"a_{n}", ranks[n]) for n, ctype in self.parameters if ctype == "tensor"]
         count = len(self.parameters)
         lines = [
-            f"def {self.kernel}(stream, grid, args):",
-            f'    """ct.launch of {self.kernel} on {self.symbol}."""',
+            f"def {name}(stream, grid, args):",
+            f'    """ct.launch of {self.kernel} on {self.symbol}, packed in Python."""',
             f"    if len(args) != {count}:",
             f'        raise TypeError(f"{self.symbol} takes {count} arguments, got {{len(args)}}")',
             f"    {', '.join(names)}{',' if count == 1 else ''} = args",
@@ -118,7 +158,7 @@ class PortFfi:
                 [
                     "    if launch is None:  # its code, then the launch again",
                     f"        _learn_dtype_codes({', '.join(t for t, _ in tensors)})",
-                    f"        return {self.kernel}(stream, grid, args)",
+                    f"        return {name}(stream, grid, args)",
                 ]
                 if tensors
                 else []
@@ -161,6 +201,7 @@ def render_wrapper(
         "from tilegym.backend.cutile_rs.utils import bind_kernel_function_cffi",
         "from tilegym.backend.cutile_rs.utils import check_rc",
         "from tilegym.backend.cutile_rs.utils import make_tensor_desc",
+        f"from tilegym.ops.cutile_rs import {LAUNCH_WORDS_MODULE}",
         "",
         f'_KERNEL = "{op}"',
         "# C-declaration source of truth for the cffi boundary — keep in sync with",
@@ -181,16 +222,23 @@ def render_wrapper(
         '    what it refuses)."""',
         "    ffi = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[0]",
         "    for tensor in tensors:",
-        "        _DTYPE_CODES[tensor.dtype] = make_tensor_desc(ffi, tensor).dtype",
+        "        code = make_tensor_desc(ffi, tensor).dtype",
+        "        _DTYPE_CODES[tensor.dtype] = code",
+        f"        {LAUNCH_WORDS_MODULE}.learn(tensor, code)",
         "",
         "",
         "class _Library:",
-        '    """The library\'s symbols, each bound on its first call and kept as an attribute."""',
+        '    """The library\'s symbols, each bound on its first use and kept as attributes:',
+        "    `cutile_<...>` the cffi function, `cutile_<...>_address` its address (for the",
+        '    compiled launch)."""',
         "",
         "    def __getattr__(self, name):",
-        "        symbol = getattr(bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)[1], name)",
-        "        setattr(self, name, symbol)",
-        "        return symbol",
+        "        ffi, lib = bind_kernel_function_cffi(_KERNEL, _FFI_CDEF)",
+        '        symbol = name.removesuffix("_address")',
+        "        function = getattr(lib, symbol)",
+        "        setattr(self, symbol, function)",
+        '        setattr(self, f"{symbol}_address", int(ffi.cast("uintptr_t", function)))',
+        "        return getattr(self, name)",
         "",
         "",
         "_LIBRARY = _Library()",

@@ -28,6 +28,13 @@ TILEPORT_MODULES = {
     PROVEN: KERNELS_RS / "ported/src/ffi/proven.rs",
     LAUNCH_WORDS: KERNELS_RS / "tilegym/launch.rs",
 }
+# The launch's other two halves, copied as they are beside the wrappers: the compiled
+# launch (C++, built on its first use against the imported torch) and its loader,
+# which every wrapper imports.
+TILEPORT_HOST_FILES = {
+    LAUNCH_WORDS.with_suffix(".cpp"): KERNELS_RS / "tilegym/launch.cpp",
+    LAUNCH_WORDS.with_suffix(".py"): KERNELS_RS / "tilegym/launch.py",
+}
 PACKAGE_INIT = CUTILE_RS / "__init__.py"
 OP_TESTS = Path("tests/ops")
 _IMPORT_LINE = "    from . import {op}  # noqa: F401  (register dispatch entry)"
@@ -72,6 +79,7 @@ class OpFiles:
             self.wrapper,
             CRATE_LIB,
             *TILEPORT_MODULES,
+            *TILEPORT_HOST_FILES,
             PACKAGE_INIT,
             self.test,
         ]

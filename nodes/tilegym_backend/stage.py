@@ -28,6 +28,7 @@ from nodes.tilegym_backend.checkout import (
     CRATE_LIB,
     CUTILE_RS,
     PACKAGE_INIT,
+    TILEPORT_HOST_FILES,
     TILEPORT_MODULES,
     CheckoutError,
     OpFiles,
@@ -158,7 +159,10 @@ def _texts(
         files.ffi_rs: layout.ffi_rs,
         files.wrapper: layout.wrapper,
         CRATE_LIB: with_module(with_tileport_modules(current[CRATE_LIB]), op),
-        **{path: source.read_text(encoding="utf-8") for path, source in TILEPORT_MODULES.items()},
+        **{
+            path: source.read_text(encoding="utf-8")
+            for path, source in (TILEPORT_MODULES | TILEPORT_HOST_FILES).items()
+        },
         PACKAGE_INIT: with_import(current[PACKAGE_INIT], op),
         files.test: with_backend(test, files.test),
     }

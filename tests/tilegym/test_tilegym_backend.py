@@ -28,7 +28,12 @@ from nodes.host_builder.tilegym_ffi import (
 )
 from nodes.spec_writer.writer import read_signature_hints, write_specs
 from nodes.tilegym_backend import test_run
-from nodes.tilegym_backend.checkout import with_backend, with_import, with_module
+from nodes.tilegym_backend.checkout import (
+    TILEPORT_HOST_FILES,
+    with_backend,
+    with_import,
+    with_module,
+)
 from nodes.tilegym_backend.crate_pin import CratePinError, migrated_crate, project_pin
 from nodes.tilegym_backend.op_source import OpSourceError, find_op, host_code, op_kernels
 from nodes.tilegym_backend.stage import SPEC_COPY
@@ -58,6 +63,8 @@ RELU_FILES = PIN_FILES | {
     "src/tilegym/ops/cutile_rs/tileport_spec_arith.rs",
     "src/tilegym/ops/cutile_rs/tileport_proven.rs",
     "src/tilegym/ops/cutile_rs/tileport_launch.rs",
+    "src/tilegym/ops/cutile_rs/tileport_launch.cpp",
+    "src/tilegym/ops/cutile_rs/tileport_launch.py",
     "src/tilegym/ops/cutile_rs/__init__.py",
     "tests/ops/activation/test_relu.py",
 }
@@ -405,6 +412,10 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "def _relu_fwd_kernel(stream, grid, args):" in wrapper
     assert "launch = _CUTILE_RELU_WORDS.pack(\n            a_x.data_ptr()," in wrapper
     assert "    rc = _LIBRARY.cutile_relu(launch)\n" in wrapper
+    # First offered to the compiled launch, copied beside the wrapper as it is.
+    assert '_LIBRARY.cutile_relu_address, b"11qq", args, grid, stream' in wrapper
+    for copied, source in TILEPORT_HOST_FILES.items():
+        assert (checkout / copied).read_bytes() == source.read_bytes()
     assert "int32_t cutile_relu(const char *launch);" in wrapper
     compile(wrapper, "relu.py", "exec")
     for text in (ffi, kernel):  # rustfmt-clean

@@ -3,12 +3,16 @@ port's symbol reads, a tensor part by part (address, dtype code, extents, stride
 the parts must be what TileGym's own `make_tensor_desc` packs, the constants and
 grid what `ct.launch` was given. Checked through real cffi against a C function of
 the symbol's declaration that keeps the words it received (TileGym's unmodified
-packer read from its source, tensors stood in for: no torch or GPU here)."""
+packer read from its source, tensors stood in for: no torch or GPU here). Where
+torch and a GPU are, the compiled launch (`kernels_rs/tilegym/launch.cpp`) is built
+and must pass the same words, bit for bit, as the Python packer."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -19,7 +23,7 @@ import pytest
 from cffi import FFI
 
 from nodes.host_builder.tilegym_wrapper import PortFfi, render_wrapper
-from toolchain.env import REPO_ROOT
+from toolchain.env import KERNELS_RS, REPO_ROOT
 
 TILEGYM = Path(os.environ.get("TILEPORT_TILEGYM", REPO_ROOT.parent / "shared" / "tilegym"))
 UTILS = TILEGYM / "src/tilegym/backend/cutile_rs/utils.py"
@@ -27,6 +31,12 @@ pytestmark = [
     pytest.mark.skipif(not UTILS.is_file(), reason="no TileGym beside the checkout"),
     pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _packed_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every launch packed in Python, unless a test asks for the compiled launch."""
+    monkeypatch.setenv("TILEPORT_LAUNCH", "python")
 
 
 class FakeTensor:
@@ -95,12 +105,24 @@ PORT = PortFfi(
 SYMBOL_WORDS = 17  # x: 2 + 2 + 2, N, eps, y: 2 + 1 + 1, grid 3, device, stream
 
 
+def _launch_module() -> Any:
+    """A fresh copy of the compiled launch's loader, as the wrapper imports it."""
+    spec = importlib.util.spec_from_file_location(
+        "tileport_launch", KERNELS_RS / "tilegym/launch.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class _Recording:
     """The generated module's launch functions over a C `cutile_k` that keeps the
     words it was passed (read back as int64, eps as the double its word holds) and
     returns the rc it is told."""
 
     def __init__(self, tmp_path: Path) -> None:
+        self.launcher = _launch_module()
         self.tilegym = _namespace(
             UTILS.read_text(),
             {
@@ -143,9 +165,10 @@ class _Recording:
                 "_Library",
                 "_LIBRARY",
                 "_k",
+                "_k_packed_in_python",
                 "_launch",
             },
-            {"struct": struct},
+            {"struct": struct, "tileport_launch": self.launcher},
         )
         self.module["bind_kernel_function_cffi"] = lambda kernel, cdef: (ffi, self.lib)
         self.module["make_tensor_desc"] = self.tilegym["make_tensor_desc"]
@@ -210,3 +233,54 @@ def test_what_the_port_cannot_take_is_refused_before_the_symbol(tmp_path: Path) 
     with pytest.raises(RuntimeError, match=r"\(rc=-6\)") as refused:
         recording.launch(first[0], 1, 0.5, first[1])
     assert refused.value.__context__ is None
+
+
+def _drawn_tensor(torch: Any, rng: random.Random, rank: int) -> Any:
+    """A CUDA tensor of `rank` as a launch may pass it: any float dtype or int64,
+    extents of 1 and ragged ones, transposed or sliced, starting anywhere."""
+    dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16, torch.int64])
+    extents = [rng.choice([1, 3, 16, 127, 130]) for _ in range(rank)]
+    tensor = torch.zeros([extent + 2 for extent in extents], dtype=dtype, device="cuda")
+    tensor = tensor[tuple(slice(1, 1 + extent) for extent in extents)]
+    if rank == 2 and rng.random() < 0.5:
+        tensor = tensor.t()
+    return tensor
+
+
+@pytest.mark.gpu
+def test_the_compiled_launch_passes_the_python_packers_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the compiled launch reads CUDA tensors")
+    monkeypatch.delenv("TILEPORT_LAUNCH")
+    monkeypatch.setenv("TILEPORT_LAUNCH_CACHE", str(tmp_path / "cache"))
+    recording = _Recording(tmp_path)
+    module = recording.module
+    rng = random.Random(20261208)
+    stream = torch.cuda.current_stream()
+    compiled_calls = 0
+    for _ in range(200):
+        x, y = _drawn_tensor(torch, rng, 2), _drawn_tensor(torch, rng, 1)
+        n, eps, grid = rng.randrange(-(2**40), 2**40), rng.random(), (rng.randrange(1, 9),)
+        known = {x.dtype, y.dtype} <= set(module["_DTYPE_CODES"])
+        seen = recording.launch(x, n, eps, y, grid=grid, stream=stream)
+        module["_k_packed_in_python"](stream, grid, (x, n, eps, y))
+        assert seen == list(recording.lib.seen[0:SYMBOL_WORDS])
+        compiled_calls += known
+    # The loader bound the compiled module's launch, and it made the launches of
+    # every dtype learned by then (a first dtype goes through the Python packer).
+    assert type(recording.launcher.launch).__name__ == "builtin_function_or_method"
+    assert compiled_calls > 150
+    # What the compiled launch declines, the Python packer refuses with its message.
+    x = _drawn_tensor(torch, rng, 2)
+    with pytest.raises(ValueError, match="rank is not the port's"):
+        recording.launch(x, 1, 0.5, x)
+    with pytest.raises(ValueError, match="not on a CUDA device"):
+        recording.launch(x.cpu(), 1, 0.5, x[0])
+    with pytest.raises(TypeError, match="takes 4 arguments, got 3"):
+        recording.launch(x, 1, x[0])
+    recording.lib.next_rc = -6
+    with pytest.raises(RuntimeError, match=r"cutile_k failed \(rc=-6\)"):
+        recording.launch(x, 1, 0.5, x[0])

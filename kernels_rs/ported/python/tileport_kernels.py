@@ -556,7 +556,7 @@ def build_tensor_facts(out_dir: str | os.PathLike[str] | None = None) -> Path:
     command = [
         os.environ.get("CXX", "c++"),
         "-O2",
-        "-std=c++17",
+        "-std=c++20",
         "-shared",
         "-fPIC",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
