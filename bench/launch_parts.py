@@ -3,14 +3,14 @@
     python3 bench/launch_parts.py --tilegym DIR [--shape M N] [--calls C] OP... > parts.md
 
 One call of each op (as `tileport tilegym call-cost` makes it) is recorded: the
-kernel function `_launch` dispatches to and its arguments, then the same launch
-packed in Python: the words it packed and the C symbol it called. Then each part is
-timed alone on those arguments, `--calls` times back to back (us per call, the best
-of five rounds): the whole kernel function (through the compiled launch where it is
-built, `kernels_rs/tilegym/launch.cpp`), the same packed in Python, each tensor read
-the Python packer makes (address, extents, strides, dtype code, device), the
-stream's handle, the struct packing, the C symbol, and cuTile Python's `ct.launch`
-on the cutile backend's arguments for the same call. The parts do not add up to
+kernel function `_launch` dispatches to and its arguments. Then each part is timed
+alone on those arguments, `--calls` times back to back (us per call, the best of
+five rounds): the whole kernel function (through the compiled launch where it is
+built, `kernels_rs/tilegym/launch.cpp`), the compiled launch alone, the same launch
+packed in Python (`tileport_launch.Library`) and that packing alone, the C symbol on
+the packed words, the stream's handle, each tensor read the Python packer makes
+(address, extents, strides, dtype code, device), and cuTile Python's `ct.launch` on
+the cutile backend's arguments for the same call. The parts do not add up to
 the whole exactly (each timing loop has its own overhead, about 0.03 us).
 """
 
@@ -36,18 +36,6 @@ def best_us(call_once: Callable[[], Any], calls: int) -> float:
     return min(timeit.repeat(call_once, number=calls, repeat=ROUNDS)) / calls * 1e6
 
 
-class _PackRecorder:
-    """Stands in for a module's `struct.Struct` and keeps what its last pack took."""
-
-    def __init__(self, packer: Any) -> None:
-        self.packer = packer
-        self.values: tuple[Any, ...] = ()
-
-    def pack(self, *values: Any) -> bytes:
-        self.values = values
-        return bytes(self.packer.pack(*values))
-
-
 def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tuple[str, float]]:
     import torch
     from tilegym.backend import set_backend
@@ -55,44 +43,23 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
     entry, x, kwargs = op_call(source_root, op, shape)
     module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
     set_backend("cutile-rs")
-    entry(x, **kwargs)  # binds the library and learns the dtype codes
+    entry(x, **kwargs)  # binds the library, learns the dtype codes, builds the compiled launch
     launch = Recorder(getattr(module, LAUNCH))
-    packers = {
-        name: _PackRecorder(value)
-        for name, value in vars(module).items()
-        if name.endswith("_WORDS")
-    }
-    symbols: dict[str, Recorder] = {}
-    library = getattr(module, LIBRARY)
-
-    class _Lib:
-        def __getattr__(self, name: str) -> Any:
-            return symbols.setdefault(name, Recorder(getattr(library, name)))
-
-    def recorded(swaps: list[tuple[str, Any]], call: Callable[[], Any]) -> None:
-        saved = {name: getattr(module, name) for name, _ in swaps}
-        for name, recorder in swaps:
-            setattr(module, name, recorder)
-        try:
-            call()
-            torch.cuda.synchronize()
-        finally:
-            for name, value in saved.items():
-                setattr(module, name, value)
-
-    recorded([(LAUNCH, launch)], lambda: entry(x, **kwargs))
-    stream, grid, kernel, args = launch.args
-    # The Python packer's launch, recorded apart: the kernel function packs in C++
-    # where the compiled launch is built.
-    packed_in_python = getattr(module, f"{kernel.__name__}_packed_in_python")
-    recorded([(LIBRARY, _Lib()), *packers.items()], lambda: packed_in_python(stream, grid, args))
+    setattr(module, LAUNCH, launch)
+    try:
+        entry(x, **kwargs)
+        torch.cuda.synchronize()
+    finally:
+        setattr(module, LAUNCH, launch.function)
     ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
-    [packer] = [p for p in packers.values() if p.values]
-    [symbol] = [s for s in symbols.values() if s.args]
-    # The same words with the grid (words -5 to -3: LAUNCH_TAIL) empty.
-    empty = packer.packer.pack(*packer.values[:-5], 0, 0, 0, *packer.values[-2:])
+
+    stream, grid, kernel, args = launch.args
+    library, launcher = getattr(module, LIBRARY), getattr(module, LAUNCH_WORDS_MODULE)
+    symbol, layout = kernel.symbol, kernel.layout
+    address, function = library.address(symbol), library.function(symbol)
+    words = library.words(symbol, layout, stream, grid, args)
+    empty = library.words(symbol, layout, stream, (0, 0, 0), args)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    codes = module._DTYPE_CODES
     first = tensors[0] if tensors else None
     rows: list[tuple[str, float]] = [
         (
@@ -101,12 +68,19 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
         ),
         ("kernel function, empty grid", best_us(lambda: kernel(stream, (0, 0, 0), args), calls)),
         (
-            "kernel function packed in Python",
-            best_us(lambda: packed_in_python(stream, grid, args), calls),
+            "compiled launch alone",
+            best_us(lambda: launcher.launch(address, layout, args, grid, stream), calls),
         ),
-        ("C symbol alone", best_us(lambda: symbol.function(*symbol.args), calls)),
-        ("C symbol alone, empty grid", best_us(lambda: symbol.function(empty), calls)),
-        ("struct pack alone", best_us(lambda: packer.packer.pack(*packer.values), calls)),
+        (
+            "kernel packed in Python",
+            best_us(lambda: library.packed_in_python(symbol, layout, stream, grid, args), calls),
+        ),
+        (
+            "Python packing alone",
+            best_us(lambda: library.words(symbol, layout, stream, grid, args), calls),
+        ),
+        ("C symbol alone", best_us(lambda: function(words), calls)),
+        ("C symbol alone, empty grid", best_us(lambda: function(empty), calls)),
         ("stream handle", best_us(lambda: getattr(stream, "cuda_stream", stream), calls)),
         ("ct.launch alone", best_us(lambda: ct_launch.function(*ct_launch.args), calls)),
     ]
@@ -115,7 +89,7 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
             (f"per tensor ({len(tensors)}): data_ptr()", best_us(first.data_ptr, calls)),
             ("per tensor: .shape", best_us(lambda: first.shape, calls)),
             ("per tensor: .stride()", best_us(first.stride, calls)),
-            ("per tensor: dtype code", best_us(lambda: codes[first.dtype], calls)),
+            ("per tensor: dtype code", best_us(lambda: library._code(first), calls)),
             ("per tensor: get_device()", best_us(first.get_device, calls)),
         ]
     return rows

@@ -7,7 +7,7 @@ per call is the loop's wall-clock time over the calls, the kernels left to run
 behind it (a host-bound op call is what this measures; the GPU's queue is drained
 before and after). For cutile-rs the same call is then taken apart: the written
 module's `_launch` alone (with the arguments the op gave it), the C symbol alone
-(with the arguments `_launch` gave it: the Rust side), `_launch` with an empty
+(on the words `_launch` packs: the Rust side), `_launch` with an empty
 grid (the symbol returns before any CUDA call), and cuTile Python's `ct.launch`
 alone (with the arguments the cutile op gave it: what `_launch` stands in for).
 Last, each backend's op with its launch doing nothing: its host code alone, which
@@ -33,8 +33,7 @@ from nodes.tilegym_backend.sweep import NO_GPU, call_inputs, draw_call, public_o
 from nodes.tilegym_backend.test_run import NoGpu, added_ops, open_checkout
 from schemas.tilegym_backend import LAUNCH, CallCost, CallCostReport
 
-BIND = "bind_kernel_function_cffi"  # how the written module loads the library
-LIBRARY = "_LIBRARY"  # its symbols, each bound on first use
+LIBRARY = "_LIBRARY"  # its symbols (tileport_launch.Library), each bound on first use
 
 
 def host_us(call_once: Callable[[], Any], calls: int, torch: Any) -> float:
@@ -119,35 +118,15 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
     set_backend("cutile-rs")
     port_us, port_stream_us = timed(lambda: entry(x, **kwargs), calls, torch)
 
-    # The written module's launch, and the C symbol behind it, as the op called them.
+    # The written module's launch as the op called it.
     module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
     launch = Recorder(getattr(module, LAUNCH))
     setattr(module, LAUNCH, launch)
-    bind = getattr(module, BIND)
-    symbols: dict[str, Recorder] = {}
-
-    class _Lib:
-        def __init__(self, lib: Any) -> None:
-            self.lib = lib
-
-        def __getattr__(self, name: str) -> Any:
-            return symbols.setdefault(name, Recorder(getattr(self.lib, name)))
-
-    def recording_bind(*args: Any, **kwargs: Any) -> tuple[Any, _Lib]:
-        ffi, lib = bind(*args, **kwargs)
-        return ffi, _Lib(lib)
-
-    setattr(module, BIND, recording_bind)
-    loaded = getattr(module, LIBRARY)
-    # Bound again, through the recorder, for this call.
-    setattr(module, LIBRARY, type(loaded)())
     try:
         entry(x, **kwargs)
         torch.cuda.synchronize()
     finally:
         setattr(module, LAUNCH, launch.function)
-        setattr(module, BIND, bind)
-        setattr(module, LIBRARY, loaded)
     ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
     stream, grid, kernel, args = launch.args
     launch_us = host_us(lambda: launch.function(stream, grid, kernel, args), calls, torch)
@@ -155,8 +134,11 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
     cutile_code_us = _without_launch(ct, "launch", lambda: entry(x, **kwargs), calls, torch)
     set_backend("cutile-rs")
     port_code_us = _without_launch(module, LAUNCH, lambda: entry(x, **kwargs), calls, torch)
-    [(symbol, recorded)] = [(s, r) for s, r in symbols.items() if r.args]
-    symbol_us = host_us(lambda: recorded.function(*recorded.args), calls, torch)
+    # The C symbol behind it, on the words its launch packs.
+    library, symbol = getattr(module, LIBRARY), kernel.symbol
+    function = library.function(symbol)
+    words = library.words(symbol, kernel.layout, stream, grid, args)
+    symbol_us = host_us(lambda: function(words), calls, torch)
     ct_launch_us = host_us(lambda: ct_launch.function(*ct_launch.args), calls, torch)
     return CallCost(
         op=op,

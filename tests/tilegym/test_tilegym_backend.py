@@ -406,14 +406,10 @@ def test_relu_lands_in_a_copy_of_tilegym(
     assert "pub mod relu_module {" in kernel
     wrapper = (checkout / CUTILE_RS / "relu.py").read_text()
     assert '@register_impl("relu", backend="cutile-rs")\ndef relu(x):' in wrapper
-    # Each kernel name a launch function calling its symbol straight through, the
-    # launch packed in one buffer, a tensor part by part (address, dtype code,
-    # extents, strides).
-    assert "def _relu_fwd_kernel(stream, grid, args):" in wrapper
-    assert "launch = _CUTILE_RELU_WORDS.pack(\n            a_x.data_ptr()," in wrapper
-    assert "    rc = _LIBRARY.cutile_relu(launch)\n" in wrapper
-    # First offered to the compiled launch, copied beside the wrapper as it is.
-    assert '_LIBRARY.cutile_relu_address, b"11qq", args, grid, stream' in wrapper
+    # Each kernel name the launch function of its symbol, given what each ct.launch
+    # argument is to it (x and y tensors of rank 1, two integers); how it is packed
+    # is tileport_launch's, copied beside the wrapper as it is.
+    assert '_relu_fwd_kernel = _LIBRARY.kernel("cutile_relu", b"11qq")' in wrapper
     for copied, source in TILEPORT_HOST_FILES.items():
         assert (checkout / copied).read_bytes() == source.read_bytes()
     assert "int32_t cutile_relu(const char *launch);" in wrapper

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from cffi import FFI
 
+from nodes.host_builder.tilegym_ffi import launch_words
 from nodes.host_builder.tilegym_wrapper import PortFfi, render_wrapper
 from toolchain.env import KERNELS_RS, REPO_ROOT
 
@@ -156,23 +157,14 @@ class _Recording:
         wrapper = render_wrapper("k", "k.py", [], "", [PORT])
         self.module = _namespace(
             wrapper,
+            {"_KERNEL", "_FFI_CDEF", "_LIBRARY", "_k", "_launch"},
             {
-                "_KERNEL",
-                "_FFI_CDEF",
-                "_CUTILE_K_WORDS",
-                "_DTYPE_CODES",
-                "_learn_dtype_codes",
-                "_Library",
-                "_LIBRARY",
-                "_k",
-                "_k_packed_in_python",
-                "_launch",
+                "tileport_launch": self.launcher,
+                "bind_kernel_function_cffi": lambda kernel, cdef: (ffi, self.lib),
+                "make_tensor_desc": self.tilegym["make_tensor_desc"],
+                "check_rc": self.tilegym["check_rc"],
             },
-            {"struct": struct, "tileport_launch": self.launcher},
         )
-        self.module["bind_kernel_function_cffi"] = lambda kernel, cdef: (ffi, self.lib)
-        self.module["make_tensor_desc"] = self.tilegym["make_tensor_desc"]
-        self.module["check_rc"] = self.tilegym["check_rc"]
         self.ffi = ffi
 
     def launch(self, *args: Any, grid: tuple[int, ...] = (4,), stream: Any = 77) -> list[int]:
@@ -202,7 +194,7 @@ def test_each_tensor_crosses_as_make_tensor_desc_packs_it(tmp_path: Path) -> Non
         assert seen[8:12] == _parts(desc_y)
         # The grid padded to three, x's device, the stream.
         assert seen[12:] == [4, 2, 1, 1, 77]
-    assert set(recording.module["_DTYPE_CODES"]) == {"float16", "bfloat16", "float32", "int64"}
+    assert set(recording.module["_LIBRARY"]._codes) == {"float16", "bfloat16", "float32", "int64"}
 
 
 def test_what_the_port_cannot_take_is_refused_before_the_symbol(tmp_path: Path) -> None:
@@ -235,6 +227,27 @@ def test_what_the_port_cannot_take_is_refused_before_the_symbol(tmp_path: Path) 
     assert refused.value.__context__ is None
 
 
+def test_the_packer_writes_the_words_the_symbol_reads() -> None:
+    """For ports of every kind of parameter, drawn at random: the Python packer's
+    words, their number and their types, are those the symbol reads
+    (`tilegym_ffi.launch_words`, which the Rust side is written from)."""
+    launcher = _launch_module()
+    library = launcher.Library("k", "", None, None, None)
+    kinds = ["tensor", "int32_t", "int64_t", "uint64_t", "double", "float", "bool"]
+    rng = random.Random(7)
+    for _ in range(200):
+        parameters = tuple((f"p{i}", rng.choice(kinds)) for i in range(rng.randrange(0, 9)))
+        ranks = tuple(
+            (name, rng.randrange(1, 6)) for name, ctype in parameters if ctype == "tensor"
+        )
+        port = PortFfi(kernel="_k", symbol="cutile_k", parameters=parameters, ranks=ranks)
+        words = launch_words(parameters, dict(ranks))
+        expected = "".join(
+            {"uint64_t": "Q", "double": "d", "float": "d"}.get(w.ctype, "q") for w in words
+        )
+        assert library._packer(port.layout().encode()).format == f"<{expected}"
+
+
 def _drawn_tensor(torch: Any, rng: random.Random, rank: int) -> Any:
     """A CUDA tensor of `rank` as a launch may pass it: any float dtype or int64,
     extents of 1 and ragged ones, transposed or sliced, starting anywhere."""
@@ -257,16 +270,16 @@ def test_the_compiled_launch_passes_the_python_packers_words(
     monkeypatch.delenv("TILEPORT_LAUNCH")
     monkeypatch.setenv("TILEPORT_LAUNCH_CACHE", str(tmp_path / "cache"))
     recording = _Recording(tmp_path)
-    module = recording.module
+    library = recording.module["_LIBRARY"]
     rng = random.Random(20261208)
     stream = torch.cuda.current_stream()
     compiled_calls = 0
     for _ in range(200):
         x, y = _drawn_tensor(torch, rng, 2), _drawn_tensor(torch, rng, 1)
         n, eps, grid = rng.randrange(-(2**40), 2**40), rng.random(), (rng.randrange(1, 9),)
-        known = {x.dtype, y.dtype} <= set(module["_DTYPE_CODES"])
+        known = {x.dtype, y.dtype} <= set(library._codes)
         seen = recording.launch(x, n, eps, y, grid=grid, stream=stream)
-        module["_k_packed_in_python"](stream, grid, (x, n, eps, y))
+        library.packed_in_python("cutile_k", PORT.layout().encode(), stream, grid, (x, n, eps, y))
         assert seen == list(recording.lib.seen[0:SYMBOL_WORDS])
         compiled_calls += known
     # The loader bound the compiled module's launch, and it made the launches of
