@@ -7,7 +7,8 @@
 # added there (exit 0 in WORK/add.tsv), the files the patch creates for that op
 # under ops/cutile_rs/ (its kernels' kernel.rs and ffi.rs, its Python wrapper),
 # counted in the patched checkout WORK/tilegym. Files shared by every op (the
-# crate's lib.rs, ffi_util.rs, the spec arithmetic, __init__.py) are left out.
+# crate's lib.rs, ffi_util.rs, tileport's hand-written tileport_*.{rs,py,cpp} that
+# the first op brings, __init__.py) are left out.
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -24,10 +25,9 @@ while IFS=$'\t' read -r op code; do
     while read -r path; do
         lines=$(wc -l < "$work/tilegym/$path")
         case $path in
-            */kernel.rs) kernel=$((kernel + lines)) ;;
-            */ffi.rs) ffi=$((ffi + lines)) ;;
-            */__init__.py) ;;
-            *.py) wrapper=$((wrapper + lines)) ;;
+            */"${op}_kernel"/kernel.rs) kernel=$((kernel + lines)) ;;
+            */"${op}_kernel"/ffi.rs) ffi=$((ffi + lines)) ;;
+            */cutile_rs/"$op".py) wrapper=$((wrapper + lines)) ;;
         esac
     done < <(awk '/^diff --git/ { path = substr($4, 3) }
                   /^new file mode/ && path ~ /ops\/cutile_rs\// { print path }' "$work/$op.patch")
