@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import shlex
+import subprocess
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,20 @@ def checkout_kind() -> str:
 def cargo_target_dir() -> Path:
     default = cache_dir() / f"target-{checkout_kind()}"
     return Path(os.environ.get("CARGO_TARGET_DIR", default))
+
+
+def start_from_checkout_build(target: Path) -> None:
+    """Starts a new cargo target directory as a copy of the checkout's own release
+    build where there is one (`make rust-build`, a trusted build of the same lock in
+    the same environment): cargo then compiles only what differs from it (crates at
+    other paths, other features) rather than cutile and every dependency again, which
+    takes minutes. A target that exists is left as it is."""
+    built = cargo_target_dir() / "release"
+    if target.exists() or not built.is_dir():
+        return
+    target.mkdir(parents=True)
+    copy = ["cp", "-a", "--reflink=auto", str(built), str(target / "release")]
+    subprocess.run(copy, check=True, capture_output=True)
 
 
 def dependency_target_dir() -> Path:

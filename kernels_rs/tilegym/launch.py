@@ -62,6 +62,7 @@ class Library:
     def __init__(self, kernel, cdef, bind, describe, check):
         self._kernel, self._cdef = kernel, cdef
         self._bind, self._describe, self.check = bind, describe, check
+        self._functions = {}  # each symbol's cffi function, once bound
         self._codes = {}  # ffi_util's dtype code of each torch dtype met so far
         self._packers = {}  # the struct.Struct of each layout
 
@@ -85,8 +86,13 @@ class Library:
         return launch_kernel
 
     def function(self, symbol):
-        """The symbol's cffi function."""
-        return getattr(self._bind(self._kernel, self._cdef)[1], symbol)
+        """The symbol's cffi function (bound once: TileGym's binder imports cffi on
+        every call)."""
+        function = self._functions.get(symbol)
+        if function is None:
+            function = getattr(self._bind(self._kernel, self._cdef)[1], symbol)
+            self._functions[symbol] = function
+        return function
 
     def address(self, symbol):
         ffi = self._bind(self._kernel, self._cdef)[0]

@@ -30,7 +30,8 @@ a build area of its own (`build_areas_dir()`), in the sandbox
 so no run can change what another run's build links or executes. An area
 starts as a copy of the dependencies compiled once by a trusted build of the
 checkout's workspace (`dependency_target_dir()`, outside the sandbox, which no
-sandboxed step can write; built again when the manifests change or a file a build
+sandboxed step can write; started from the checkout's own release build, so only
+what differs compiles; built again when the manifests change or a file a build
 script read has, such as the CUDA headers of a new virtual environment), so only
 the crate itself compiles per run; the
 least recently used areas beyond `BUILD_AREAS_KEPT` are removed. Generation in
@@ -87,6 +88,7 @@ from toolchain.env import (
     cache_dir,
     cargo_target_dir,
     dependency_target_dir,
+    start_from_checkout_build,
     toolchain_env,
 )
 from toolchain.rustfmt import format_rust
@@ -316,6 +318,7 @@ def _dependency_seed() -> Path:
     if mark.is_file() and mark.read_text(encoding="utf-8") == key and not seed_inputs_changed(seed):
         return seed
     shutil.rmtree(seed, ignore_errors=True)
+    start_from_checkout_build(seed)
     with tempfile.TemporaryDirectory(prefix="tileport-dependencies-") as scratch:
         pristine = _copy_checkout(Path(scratch) / "workspace")
         command = _cargo_command(pristine, "build", "--lib", target_dir=seed)

@@ -5,7 +5,8 @@ rustc is what the host stage's library build will run. The check builds a
 scratch crate holding only kernel.rs, with the workspace's Cargo.lock, in a
 target directory of its own under the tileport cache: builds of the workspace
 with another environment cannot invalidate it, so once warm (the first check
-compiles cutile, minutes) a check costs seconds. kernel.rs is untrusted (an
+compiles cutile, minutes, or less where it starts from the checkout's own release
+build, `start_from_checkout_build`) a check costs seconds. kernel.rs is untrusted (an
 `include_str!` reads any file it names, the crates' macros run on it): cargo
 runs in the sandbox (`toolchain.sandbox.cargo_sandbox`), which sees the crate,
 the toolchain and the registry, and may write only the crate and that target
@@ -22,7 +23,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolchain.env import KERNELS_RS, cache_dir, checkout_kind, toolchain_env
+from toolchain.env import (
+    KERNELS_RS,
+    cache_dir,
+    checkout_kind,
+    start_from_checkout_build,
+    toolchain_env,
+)
 from toolchain.sandbox import PATH, SandboxUnavailable, cargo_sandbox
 
 CRATE_NAME = "tileport-kernel-check"
@@ -66,7 +73,9 @@ def check_kernel_rs(kernel_rs: Path, timeout_s: float = 600.0) -> RustCheck:
             shutil.copyfile(lock, crate / "Cargo.lock")
         shutil.copyfile(kernel_rs, crate / "lib.rs")
         env = toolchain_env({"PATH": PATH, "LANG": "C.UTF-8"})
-        box = cargo_sandbox(crate, cache_dir() / f"{TARGET_DIR_NAME}-{checkout_kind()}", env)
+        target = cache_dir() / f"{TARGET_DIR_NAME}-{checkout_kind()}"
+        start_from_checkout_build(target)
+        box = cargo_sandbox(crate, target, env)
         try:
             launch = box.launch([cargo, "build", "--release", "--quiet", "--offline"])
             done = subprocess.run(
