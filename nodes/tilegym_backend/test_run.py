@@ -104,14 +104,21 @@ def build_crate(checkout: Path, log: Path) -> Path:
     bindings need, the library then placed where TileGym's loader looks (the crate's
     target/release/). The crate commits no lock file, so this project's (the one the
     ports were proven with) is put beside it first; the build goes to one cargo
-    target for every TileGym checkout, so a second checkout does not rebuild cutile."""
-    from toolchain.env import REPO_ROOT, cache_dir, toolchain_env  # the build machine's
+    target for every TileGym checkout, so a second checkout does not rebuild cutile
+    (and the first starts from this checkout's own release build)."""
+    from toolchain.env import (  # the build machine's
+        REPO_ROOT,
+        cache_dir,
+        start_from_checkout_build,
+        toolchain_env,
+    )
 
     crate = checkout / CRATE
     lock = crate / "Cargo.lock"
     if not lock.exists():
         shutil.copy(REPO_ROOT / "kernels_rs" / "Cargo.lock", lock)  # TileGym ignores it
     target = cache_dir() / "target-tilegym"
+    start_from_checkout_build(target)
     env = {**toolchain_env(), "CARGO_TARGET_DIR": str(target)}
     with log.open("w") as out:
         done = subprocess.run(
