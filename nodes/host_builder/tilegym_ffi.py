@@ -134,7 +134,7 @@ def _read_words(
     that does not fit refuses the launch."""
     count = len(launch_words(params, ranks))
     lines = [
-        f"    // SAFETY: the wrapper passes the {count} words its struct packs.",
+        f"    // SAFETY: the wrapper passes the {count} words of the launch (tileport_launch).",
         f"    let Some(w) = (unsafe {{ launch_words::<{count}>(launch) }}) else {{",
         f'        eprintln!("{sym}: no launch was passed");',
         "        return rc::NULL_PTR;",
