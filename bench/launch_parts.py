@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodes.tilegym_backend.call_cost import LIBRARY, Recorder, op_call, recorded_ct_launch
+from nodes.tilegym_backend.call_cost import LIBRARY, op_call, recorded, recorded_ct_launch
 from nodes.tilegym_backend.test_run import open_checkout
 from schemas.tilegym_backend import LAUNCH, LAUNCH_WORDS_MODULE
 
@@ -44,13 +44,7 @@ def parts(source_root: Path, op: str, shape: list[int], calls: int) -> list[tupl
     module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
     set_backend("cutile-rs")
     entry(x, **kwargs)  # binds the library, learns the dtype codes, builds the compiled launch
-    launch = Recorder(getattr(module, LAUNCH))
-    setattr(module, LAUNCH, launch)
-    try:
-        entry(x, **kwargs)
-        torch.cuda.synchronize()
-    finally:
-        setattr(module, LAUNCH, launch.function)
+    launch = recorded(module, LAUNCH, lambda: entry(x, **kwargs))
     ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
 
     stream, grid, kernel, args = launch.args

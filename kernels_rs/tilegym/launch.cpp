@@ -16,7 +16,6 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <array>
-#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <exception>

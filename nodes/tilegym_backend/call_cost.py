@@ -88,21 +88,29 @@ def op_call(
     return public_op(op), x, kwargs
 
 
-def recorded_ct_launch(call_once: Callable[[], Any]) -> Recorder:
-    """`ct.launch` as the cutile backend calls it in `call_once` (its arguments kept)."""
-    import cuda.tile as ct
+def recorded(owner: Any, name: str, call_once: Callable[[], Any]) -> Recorder:
+    """`owner.name` as `call_once` calls it (the arguments of its last call kept), put
+    back afterwards."""
     import torch
-    from tilegym.backend import set_backend
 
-    set_backend("cutile")
-    ct_launch = Recorder(ct.launch)
-    ct.launch = ct_launch  # the cutile module calls it through cuda.tile's attribute
+    recorder = Recorder(getattr(owner, name))
+    setattr(owner, name, recorder)
     try:
         call_once()
         torch.cuda.synchronize()
     finally:
-        ct.launch = ct_launch.function
-    return ct_launch
+        setattr(owner, name, recorder.function)
+    return recorder
+
+
+def recorded_ct_launch(call_once: Callable[[], Any]) -> Recorder:
+    """`ct.launch` as the cutile backend calls it in `call_once` (its arguments kept);
+    the cutile module calls it through cuda.tile's attribute."""
+    import cuda.tile as ct
+    from tilegym.backend import set_backend
+
+    set_backend("cutile")
+    return recorded(ct, "launch", call_once)
 
 
 def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCost:
@@ -120,13 +128,7 @@ def measure(source_root: Path, op: str, shape: list[int], calls: int) -> CallCos
 
     # The written module's launch as the op called it.
     module = importlib.import_module(f"tilegym.ops.cutile_rs.{op}")
-    launch = Recorder(getattr(module, LAUNCH))
-    setattr(module, LAUNCH, launch)
-    try:
-        entry(x, **kwargs)
-        torch.cuda.synchronize()
-    finally:
-        setattr(module, LAUNCH, launch.function)
+    launch = recorded(module, LAUNCH, lambda: entry(x, **kwargs))
     ct_launch = recorded_ct_launch(lambda: entry(x, **kwargs))
     stream, grid, kernel, args = launch.args
     launch_us = host_us(lambda: launch.function(stream, grid, kernel, args), calls, torch)
